@@ -1,0 +1,102 @@
+"""The ``grpo-code`` command line: thin commands over the library, one error boundary.
+
+Each command parses its arguments, loads the config and calls one library function.
+Heavy libraries (torch, transformers, trl, vllm) are imported inside commands so that
+``grpo-code --help`` stays instant. Command groups live in sibling modules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grpo_code import __version__
+from grpo_code.cli import config_cmd, models_cmd, sandbox_cmd
+from grpo_code.cli.common import command
+from grpo_code.errors import NotImplementedYetError
+
+app = typer.Typer(
+    name="grpo-code",
+    help="Train code LLMs with GRPO on verifiable rewards from sandboxed unit tests.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"grpo-code {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Train code LLMs with GRPO on verifiable rewards from sandboxed unit tests."""
+
+
+ConfigArg = Annotated[
+    Path | None, typer.Argument(help="Run config (YAML). Default: configs/demo.yaml.", show_default=False)
+]
+OverridesArg = Annotated[
+    list[str] | None, typer.Argument(help="Dotted overrides, e.g. sandbox.workers=4 train.trl.learning_rate=1e-5.")
+]
+
+
+@command(app, "train")
+def train(config: ConfigArg = None, overrides: OverridesArg = None) -> None:
+    """Train a model with GRPO on a task suite (default: the CPU demo)."""
+    from grpo_code.config import load_config
+
+    cfg = load_config(config, overrides or [])
+    raise NotImplementedYetError(
+        "`grpo-code train` is not implemented yet",
+        f"config {cfg.name!r} is valid; training lands after the sandbox, suites and rewards",
+    )
+
+
+@command(app, "eval")
+def evaluate(
+    models: Annotated[list[str] | None, typer.Argument(help="Model short names, hub ids or directories.")] = None,
+) -> None:
+    """Measure pass@k of models or checkpoints on a task suite."""
+    raise NotImplementedYetError("`grpo-code eval` is not implemented yet", "it lands after the sandbox and suites")
+
+
+tasks_app = typer.Typer(name="tasks", help="List, inspect, convert and check task suites.", add_completion=False)
+
+
+@tasks_app.callback(invoke_without_command=True)
+def _tasks(ctx: typer.Context) -> None:
+    """List, inspect, convert and check task suites."""
+    if ctx.invoked_subcommand is None:
+        from grpo_code.cli.common import guarded
+
+        def fail() -> None:
+            raise NotImplementedYetError("`grpo-code tasks` is not implemented yet", "it lands with task suites")
+
+        guarded(fail)()
+
+
+@command(app, "report")
+def report(
+    dirs: Annotated[list[Path] | None, typer.Argument(help="Run or eval directories.")] = None,
+) -> None:
+    """Plot and compare training runs and evals."""
+    raise NotImplementedYetError("`grpo-code report` is not implemented yet", "it lands after train and eval")
+
+
+app.add_typer(tasks_app)
+app.add_typer(sandbox_cmd.app)
+app.add_typer(config_cmd.app)
+app.add_typer(models_cmd.app)
+
+
+def main() -> None:
+    app(prog_name="grpo-code")

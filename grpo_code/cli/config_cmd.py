@@ -1,0 +1,51 @@
+"""``grpo-code config``: print the resolved run config, validate config files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grpo_code.cli.common import command, eprint
+from grpo_code.errors import ConfigError, GrpoCodeError
+
+app = typer.Typer(name="config", help="Show the resolved run config or validate config files.",
+                  no_args_is_help=True, add_completion=False)
+
+
+@command(app, "show")
+def show(
+    config: Annotated[Path | None, typer.Argument(help="Run config (YAML). Default: configs/demo.yaml.",
+                                                  show_default=False)] = None,
+    overrides: Annotated[list[str] | None, typer.Argument(help="Dotted overrides, e.g. sandbox.workers=3.")] = None,
+) -> None:
+    """Print the resolved config (file + overrides + defaults) as YAML."""
+    from grpo_code.config import load_config
+
+    typer.echo(load_config(config, overrides or []).to_yaml(), nl=False)
+
+
+@command(app, "validate")
+def validate(
+    configs: Annotated[list[Path], typer.Argument(help="Config files to check.")],
+    trl: Annotated[bool, typer.Option("--trl/--no-trl",
+                                      help="Also check train.trl keys against trl.GRPOConfig (imports trl).")] = True,
+) -> None:
+    """Check config files; every problem of every file is reported, exit 2 if any."""
+    from grpo_code.config import check_trl_keys, load_config
+
+    failed = 0
+    for path in configs:
+        try:
+            cfg = load_config(path)
+            problems = check_trl_keys(cfg) if trl else []
+            if problems:
+                raise ConfigError(problems, str(path))
+        except GrpoCodeError as exc:
+            failed += 1
+            eprint(f"error: {exc}")
+            continue
+        typer.echo(f"ok: {path}")
+    if failed:
+        raise typer.Exit(2)

@@ -1,0 +1,407 @@
+"""Run configuration: one dataclass per concern, loaded from YAML plus dotted overrides.
+
+A run config is a YAML file whose top-level sections map onto the dataclasses below
+(``model``, ``generation``, ``tasks``, ``sandbox``, ``rewards``, ``train``, ``eval``,
+``output``). Command-line overrides use dotted keys typed by the dataclass fields::
+
+    grpo-code config show configs/demo.yaml sandbox.workers=3 train.trl.learning_rate=1e-5
+
+Every problem (unknown key, wrong type, invalid value) is collected and reported at once
+through :class:`~grpo_code.errors.ConfigError`, each naming the key, the value and a fix.
+TRL's own options are not re-declared: ``train.trl`` is a free mapping handed to
+``trl.GRPOConfig`` unchanged, so TRL validates it (``check_trl_keys`` names unknown ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from grpo_code.errors import ConfigError, MissingFileError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+
+
+def _bounds(lo: float | None = None, hi: float | None = None) -> dict[str, float | None]:
+    return {"min": lo, "max": hi}
+
+
+@dataclass
+class ModelConfig:
+    """The policy model: a short name (``grpo-code models list``), a hub id or a path."""
+
+    name: str = "smollm2-135m-instruct"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    revision: str | None = None
+    trust_remote_code: bool = False
+    peft: dict[str, Any] | None = None
+    """LoRA settings handed to ``peft.LoraConfig`` (e.g. ``{r: 16, lora_alpha: 32}``); null = full fine-tune."""
+
+
+@dataclass
+class GenerationConfig:
+    """How completions are sampled, shared by training and eval."""
+
+    backend: Literal["hf", "vllm", "openai"] = "hf"
+    max_new_tokens: int = field(default=256, metadata=_bounds(1))
+    temperature: float = field(default=0.8, metadata=_bounds(0.0))
+    top_p: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
+    batch_size: int = field(default=8, metadata=_bounds(1))
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata=_bounds(0.05, 1.0))
+    server_url: str | None = None
+    """Base URL of an OpenAI-compatible server (``openai`` backend) or a TRL vLLM server."""
+
+
+@dataclass
+class TasksConfig:
+    """Which suite to train and evaluate on, and how prompts and code are handled."""
+
+    suite: str = "demo"
+    train_split: str = "train"
+    eval_split: str = "test"
+    paths: list[str] = field(default_factory=list)
+    """Extra directories searched for suites by name."""
+    system_prompt: str | None = None
+    extract: Literal["first", "last"] = "last"
+    """Which fenced code block of a completion is the program."""
+
+
+@dataclass
+class SandboxConfig:
+    """Where and under which limits programs run."""
+
+    backend: Literal["auto", "docker", "local", "ray"] = "auto"
+    workers: int | None = field(default=None, metadata=_bounds(1))
+    """Jobs run concurrently; null = the number of CPU cores."""
+    image: str | None = None
+    """Docker image for Python jobs; null = the image `grpo-code sandbox build` makes."""
+    timeout_s: float = field(default=5.0, metadata=_bounds(0.1, 600))
+    memory_mb: int = field(default=512, metadata=_bounds(32))
+    max_output_kb: int = field(default=64, metadata=_bounds(1))
+    container_max_jobs: int = field(default=2000, metadata=_bounds(1))
+    """A container is replaced after this many jobs (bounds any slow leak inside it)."""
+
+
+@dataclass
+class RewardTestsConfig:
+    """The verifiable reward computed from test verdicts."""
+
+    mode: Literal["pass_fraction", "all_or_nothing"] = "pass_fraction"
+    no_code: float = 0.0
+    compile_error: float = 0.0
+    max_masked_frac: float = field(default=0.5, metadata=_bounds(0.0, 1.0))
+    """A step where more than this share of rewards is masked (infra errors) fails."""
+
+
+@dataclass
+class RewardModelConfig:
+    """An optional learned reward model blended with the test reward."""
+
+    path: str | None = None
+    backend: Literal["auto", "torch", "onnx", "onnx-int8", "remote"] = "auto"
+    weight: float = field(default=0.0, metadata=_bounds(0.0))
+    blend: Literal["sum", "gate"] = "sum"
+    batch_size: int = field(default=16, metadata=_bounds(1))
+    url: str | None = None
+
+
+@dataclass
+class RewardsConfig:
+    tests: RewardTestsConfig = field(default_factory=RewardTestsConfig)
+    model: RewardModelConfig = field(default_factory=RewardModelConfig)
+    cache: bool = True
+    cache_path: str | None = None
+    """sqlite file for the reward cache; null = in memory only."""
+    overlap: bool = True
+    """Score completions while the rest of the batch is still being generated."""
+
+
+@dataclass
+class FilterConfig:
+    """Skipping prompts whose recent groups carried no gradient (all pass or all fail)."""
+
+    enabled: bool = False
+    history: int = field(default=2, metadata=_bounds(1))
+    skip_prob: float = field(default=0.8, metadata=_bounds(0.0, 1.0))
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 0
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    trl: dict[str, Any] = field(default_factory=dict)
+    """Passed unchanged to ``trl.GRPOConfig``."""
+
+
+@dataclass
+class EvalConfig:
+    n: int = field(default=10, metadata=_bounds(1))
+    k: list[int] = field(default_factory=lambda: [1, 5, 10])
+    temperature: float = field(default=0.8, metadata=_bounds(0.0))
+    seed: int = 0
+
+
+@dataclass
+class OutputConfig:
+    dir: str | None = None
+    """Run directory; null = runs/<timestamp>-<name>."""
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+
+
+@dataclass
+class RunConfig:
+    name: str = "run"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    rewards: RewardsConfig = field(default_factory=RewardsConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _cross_checks(cfg: RunConfig) -> list[str]:
+    problems = []
+    if cfg.eval.k and max(cfg.eval.k) > cfg.eval.n:
+        problems.append(
+            f"eval.k: {cfg.eval.k} has k > eval.n={cfg.eval.n} (pass@k needs n >= k; raise eval.n or drop k)"
+        )
+    if any(k < 1 for k in cfg.eval.k):
+        problems.append(f"eval.k: {cfg.eval.k} must hold positive integers (e.g. [1, 5])")
+    if cfg.generation.backend == "openai" and not cfg.generation.server_url:
+        problems.append("generation.server_url: null but backend is openai (set the server's base URL)")
+    if cfg.rewards.model.backend == "remote" and cfg.rewards.model.weight > 0 and not cfg.rewards.model.url:
+        problems.append("rewards.model.url: null but backend is remote (set the reward server URL)")
+    if cfg.rewards.model.weight > 0 and not cfg.rewards.model.path and cfg.rewards.model.backend != "remote":
+        problems.append("rewards.model.path: null but rewards.model.weight > 0 (set a model path or weight 0)")
+    return problems
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return getattr(tp, "__name__", str(tp))
+
+
+class _Loader:
+    def __init__(self, raw_overrides: dict[str, str]):
+        self.problems: list[str] = []
+        self.raw = raw_overrides
+
+    def fail(self, key: str, value: Any, expected: str) -> None:
+        self.problems.append(f"{key}: {value!r} is invalid (expected {expected})")
+
+    def build(self, cls: type, data: Any, prefix: str) -> Any:
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            self.fail(prefix or "<top level>", data, "a mapping")
+            return cls()
+        hints = typing.get_type_hints(cls)
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in data:
+            if key not in names:
+                full = f"{prefix}.{key}" if prefix else str(key)
+                close = difflib.get_close_matches(str(key), names, n=1)
+                fix = f"did you mean {close[0]!r}?" if close else "valid keys: " + ", ".join(names)
+                self.problems.append(f"{full}: unknown key ({fix})")
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            full = f"{prefix}.{f.name}" if prefix else f.name
+            value = self.coerce(data[f.name], hints[f.name], full)
+            if value is _BAD:
+                continue
+            lo, hi = f.metadata.get("min"), f.metadata.get("max")
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if lo is not None and value < lo:
+                    self.problems.append(f"{full}: {value!r} is too small (must be >= {lo})")
+                    continue
+                if hi is not None and value > hi:
+                    self.problems.append(f"{full}: {value!r} is too large (must be <= {hi})")
+                    continue
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+    def coerce(self, value: Any, tp: Any, key: str) -> Any:
+        origin = typing.get_origin(tp)
+        if tp is Any:
+            return value
+        if origin in (Union, types.UnionType):
+            args = typing.get_args(tp)
+            if value is None and type(None) in args:
+                return None
+            others = [a for a in args if a is not type(None)]
+            if len(others) == 1:
+                out = self.coerce(value, others[0], key)
+                if out is _BAD and self.problems and type(None) in args:
+                    self.problems[-1] = self.problems[-1][:-1] + " or null)"
+                return out
+            self.fail(key, value, _type_name(tp))
+            return _BAD
+        if origin is Literal:
+            if value in typing.get_args(tp):
+                return value
+            self.fail(key, value, _type_name(tp))
+            return _BAD
+        if dataclasses.is_dataclass(tp):
+            return self.build(tp, value, key)
+        if tp is bool:
+            if isinstance(value, bool):
+                return value
+        elif tp is int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        elif tp is float:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+        elif tp is str:
+            if isinstance(value, str):
+                return value
+            if key in self.raw:  # `name=123` on the command line means the string "123"
+                return self.raw[key]
+        elif origin is list:
+            (item_tp,) = typing.get_args(tp)
+            if isinstance(value, str) and key in self.raw:
+                value = [yaml.safe_load(v) if item_tp is not str else v for v in value.split(",") if v]
+            if isinstance(value, list):
+                items = [self.coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+                return _BAD if any(i is _BAD for i in items) else items
+        elif origin is dict:
+            if isinstance(value, dict):
+                return value
+        self.fail(key, value, _type_name(tp))
+        return _BAD
+
+
+_BAD = object()
+
+
+def parse_overrides(overrides: list[str]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """Turn ``a.b=value`` strings into a nested dict (values parsed as YAML scalars)."""
+    nested: dict[str, Any] = {}
+    raw: dict[str, str] = {}
+    problems = []
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            problems.append(f"{item!r}: not an override (write key.sub=value, e.g. sandbox.workers=4)")
+            continue
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
+        if isinstance(value, str):
+            value = _number(value)
+        raw[key] = text
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[parts[-1]] = value
+    return nested, raw, problems
+
+
+def _number(text: str) -> Any:
+    """YAML 1.1 reads ``1e-5`` as a string; on the command line it means the float."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text) if text.strip().lower() not in ("nan", "inf", "-inf", "infinity") else text
+    except ValueError:
+        return text
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a config file into a mapping, with user-facing errors for the usual mistakes."""
+    p = Path(path)
+    if not p.is_file():
+        raise MissingFileError(f"config file {str(p)!r} not found", "check the path; bundled configs live in configs/")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        reason = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError([f"invalid YAML{where}: {reason}"], str(p)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"top level is {type(data).__name__}, expected a mapping of sections"], str(p))
+    return data
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Load a run config from ``path`` (default ``configs/demo.yaml``) and apply overrides."""
+    source = str(path) if path is not None else str(DEFAULT_CONFIG)
+    data = read_yaml(source) if path is not None or DEFAULT_CONFIG.is_file() else {}
+    nested, raw, problems = parse_overrides(overrides or [])
+    loader = _Loader(raw)
+    loader.problems.extend(problems)
+    cfg = loader.build(RunConfig, _merge(data, nested), "")
+    if not loader.problems:
+        loader.problems.extend(_cross_checks(cfg))
+    if loader.problems:
+        raise ConfigError(loader.problems, source)
+    return cfg
+
+
+def check_trl_keys(cfg: RunConfig) -> list[str]:
+    """Name the keys of ``train.trl`` that ``trl.GRPOConfig`` does not know (imports trl)."""
+    from trl import GRPOConfig
+
+    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    problems = []
+    for key in cfg.train.trl:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            fix = f"did you mean {close[0]!r}?" if close else "see trl.GRPOConfig for the options"
+            problems.append(f"train.trl.{key}: unknown GRPOConfig option ({fix})")
+    return problems

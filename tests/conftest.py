@@ -1,0 +1,61 @@
+"""Shared fixtures and skip helpers.
+
+Tests that need something this machine may lack (a Docker engine, the demo model, a GPU,
+vLLM) skip with a reason that says how to get it, except under CI (``CI=true``) where the
+setup script provides Docker and the demo model, so their absence is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def need(condition: bool, reason: str, required_in_ci: bool = True) -> None:
+    """Skip unless ``condition``; under CI a missing requirement fails instead."""
+    if condition:
+        return
+    if IN_CI and required_in_ci:
+        pytest.fail(f"CI must provide this: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def demo_model_dir() -> Path:
+    """The pulled SmolLM2-135M-Instruct directory (``grpo-code models pull smollm2-135m-instruct``)."""
+    from grpo_code import models
+
+    path = models.model_dir("smollm2-135m-instruct")
+    need(models.is_ready(path), "demo model not pulled: run `grpo-code models pull smollm2-135m-instruct`")
+    return path
+
+
+@pytest.fixture
+def tmp_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty GRPO_CODE_CACHE for tests that must not touch the real cache."""
+    monkeypatch.setenv("GRPO_CODE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        import vllm  # noqa: F401
+        has_vllm = True
+    except Exception:
+        has_vllm = False
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available()
+    except Exception:
+        has_gpu = False
+    for item in items:
+        if "vllm" in item.keywords and not has_vllm:
+            item.add_marker(pytest.mark.skip(reason="vLLM is not installed (pip install 'grpo-code[vllm]' on a GPU machine)"))
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))

@@ -1,0 +1,135 @@
+"""The CLI surface: help, version, the error boundary's exit codes and messages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import REPO
+from grpo_code.cli import app
+from grpo_code.cli.common import command
+from grpo_code.errors import GrpoCodeError
+
+runner = CliRunner()
+COMMANDS = ["train", "eval", "tasks", "sandbox", "report", "config", "models"]
+
+
+def test_help_lists_every_command() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert f" {name} " in result.stdout, name
+
+
+def test_help_does_not_import_heavy_libraries() -> None:
+    code = "import sys; from grpo_code.cli import app; print(sorted(m for m in ('torch','transformers','trl','vllm') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_version() -> None:
+    from grpo_code import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"grpo-code {__version__}"
+
+
+def test_config_show_applies_overrides() -> None:
+    result = runner.invoke(app, ["config", "show", str(REPO / "configs/demo.yaml"), "sandbox.workers=3"])
+    assert result.exit_code == 0, result.output
+    assert "  workers: 3\n" in result.stdout
+
+
+def test_config_show_unknown_key_exits_2_naming_it() -> None:
+    result = runner.invoke(app, ["config", "show", str(REPO / "configs/demo.yaml"), "sandbox.nope=1"])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "sandbox.nope" in lines[0]
+    assert result.stdout == ""
+
+
+def test_config_show_missing_file() -> None:
+    result = runner.invoke(app, ["config", "show", "nope.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: config file 'nope.yaml' not found (check the path; bundled configs live in configs/)"
+
+
+def test_config_validate_reports_each_file(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sandbox:\n  workers: -1\ntrain:\n  trl:\n    learnig_rate: 1.0e-5\n")
+    result = runner.invoke(app, ["config", "validate", str(REPO / "configs/demo.yaml"), str(bad)])
+    assert result.exit_code == 2
+    assert "ok: " in result.stdout
+    assert "sandbox.workers: -1 is too small" in result.stderr
+
+
+def test_config_validate_names_unknown_trl_keys(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  trl:\n    learnig_rate: 1.0e-5\n")
+    result = runner.invoke(app, ["config", "validate", str(bad)])
+    assert result.exit_code == 2
+    assert "train.trl.learnig_rate: unknown GRPOConfig option (did you mean 'learning_rate'?)" in result.stderr
+
+
+def test_train_stops_with_a_clear_not_implemented_error() -> None:
+    result = runner.invoke(app, ["train"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: `grpo-code train` is not implemented yet (")
+
+
+def test_train_rejects_bad_config_before_anything_else() -> None:
+    result = runner.invoke(app, ["train", str(REPO / "configs/demo.yaml"), "sandbox.workers=x"])
+    assert result.exit_code == 2 and "sandbox.workers" in result.stderr
+
+
+# The boundary itself, on a throwaway app so each error class is exercised.
+probe = typer.Typer()
+
+
+@command(probe, "user")
+def _user() -> None:
+    raise GrpoCodeError("no Docker engine answers", "start dockerd or use sandbox.backend=local")
+
+
+@command(probe, "bug")
+def _bug() -> None:
+    raise RuntimeError("boom")
+
+
+@command(probe, "ok")
+def _ok() -> None:
+    typer.echo("fine")
+
+
+def test_boundary_user_error_is_one_line_exit_2() -> None:
+    result = runner.invoke(probe, ["user"])
+    assert result.exit_code == 2
+    assert result.stderr == "error: no Docker engine answers (start dockerd or use sandbox.backend=local)\n"
+
+
+def test_boundary_bug_exits_1_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRPO_CODE_DEBUG", raising=False)
+    result = runner.invoke(probe, ["bug"])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert result.stderr.startswith("error: unexpected RuntimeError: boom (this is a bug; rerun with GRPO_CODE_DEBUG=1")
+
+
+def test_boundary_debug_shows_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRPO_CODE_DEBUG", "1")
+    result = runner.invoke(probe, ["user"])
+    assert isinstance(result.exception, GrpoCodeError)  # re-raised, so the traceback prints
+
+
+def test_console_script_error_exit_codes() -> None:
+    exe = REPO / ".venv" / "bin" / "grpo-code"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "grpo_code"]
+    out = subprocess.run([*cmd, "config", "show", "configs/demo.yaml", "sandbox.nope=1"], capture_output=True,
+                         text=True, cwd=REPO)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "sandbox.nope" in out.stderr
+    out = subprocess.run([*cmd, "config", "show", "configs/demo.yaml"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0 and out.stdout.startswith("name: demo")
