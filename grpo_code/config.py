@@ -89,15 +89,26 @@ class SandboxConfig:
     max_output_kb: int = field(default=64, metadata=_bounds(1))
     container_max_jobs: int = field(default=2000, metadata=_bounds(1))
     """A container is replaced after this many jobs (bounds any slow leak inside it)."""
+    pids_limit: int = field(default=128, metadata=_bounds(8))
+    """Processes a container may hold at once (contains fork bombs)."""
+    tmpfs_mb: int = field(default=64, metadata=_bounds(8))
+    """Size of a container's tmpfs work dir (/tmp), wiped after every job."""
+    file_size_mb: int = field(default=16, metadata=_bounds(1))
+    """Largest file a test may write (RLIMIT_FSIZE)."""
 
 
 @dataclass
 class RewardTestsConfig:
-    """The verifiable reward computed from test verdicts."""
+    """The verifiable reward computed from test verdicts (docs/rewards.md)."""
 
-    mode: Literal["pass_fraction", "all_or_nothing"] = "pass_fraction"
+    mode: Literal["pass_fraction", "all_or_nothing", "weighted"] = "pass_fraction"
+    """``weighted``: passed share of per-test weights read from the task's ``metadata``."""
+    weights_key: str = "test_weights"
+    """Task metadata key holding one weight per test (``weighted`` mode; missing = all 1)."""
     no_code: float = 0.0
+    """Reward when no program can be extracted from the completion."""
     compile_error: float = 0.0
+    """Reward when the program does not compile."""
     max_masked_frac: float = field(default=0.5, metadata=_bounds(0.0, 1.0))
     """A step where more than this share of rewards is masked (infra errors) fails."""
 
@@ -107,11 +118,29 @@ class RewardModelConfig:
     """An optional learned reward model blended with the test reward."""
 
     path: str | None = None
+    """Local directory or hub id of a sequence-classification model with ``num_labels=1``."""
     backend: Literal["auto", "torch", "onnx", "onnx-int8", "remote"] = "auto"
+    """``auto`` times torch and onnx on a few batches at start-up and keeps the fastest."""
     weight: float = field(default=0.0, metadata=_bounds(0.0))
     blend: Literal["sum", "gate"] = "sum"
+    """``sum``: test + weight * model; ``gate``: the model only breaks ties between equal test scores."""
+    normalize: Literal["group", "none"] = "group"
+    """``group``: model scores are min-max scaled to [0, 1] within each prompt's completions."""
     batch_size: int = field(default=16, metadata=_bounds(1))
+    max_length: int = field(default=512, metadata=_bounds(8))
+    """Tokens per scored text (prompt + completion); longer texts are truncated."""
+    bucketing: bool = True
+    """Batch texts of similar length together (less padding); scores come back in input order."""
+    auto_batches: int = field(default=3, metadata=_bounds(1))
+    """Batches timed per backend when ``backend: auto`` picks one."""
+    threads: int | None = field(default=None, metadata=_bounds(1))
+    """CPU threads for torch / ONNX Runtime; null = their defaults."""
     url: str | None = None
+    """``remote``: endpoint of a reward-model server (e.g. vLLM's ``/classify`` or ``/pooling``)."""
+    remote_model: str | None = None
+    """``remote``: the model name sent in requests; null = ``path``."""
+    timeout_s: float = field(default=30.0, metadata=_bounds(0.1))
+    retries: int = field(default=2, metadata=_bounds(0))
 
 
 @dataclass
@@ -119,6 +148,8 @@ class RewardsConfig:
     tests: RewardTestsConfig = field(default_factory=RewardTestsConfig)
     model: RewardModelConfig = field(default_factory=RewardModelConfig)
     cache: bool = True
+    cache_size: int = field(default=100_000, metadata=_bounds(1))
+    """Results kept in memory (least recently used are dropped)."""
     cache_path: str | None = None
     """sqlite file for the reward cache; null = in memory only."""
     overlap: bool = True

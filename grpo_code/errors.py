@@ -55,3 +55,7 @@ class SandboxError(GrpoCodeError):
 
 class NotImplementedYetError(GrpoCodeError):
     """A command that exists in the interface but is not built yet."""
+
+
+class RewardError(GrpoCodeError):
+    """Rewards cannot be trusted or computed (too many masked, bad test weights, reward model)."""

@@ -59,3 +59,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="vLLM is not installed (pip install 'grpo-code[vllm]' on a GPU machine)"))
         if "gpu" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
+
+
+@pytest.fixture(scope="session")
+def docker_ready() -> None:
+    """A Docker engine answers and the Python sandbox image is built (`grpo-code sandbox build`)."""
+    from grpo_code.sandbox import docker_backend
+
+    need(docker_backend.engine_version() is not None, "no Docker engine answers (start dockerd)")
+    need(docker_backend.image_id(docker_backend.DEFAULT_IMAGES["python"]) is not None,
+         "sandbox image missing: run `grpo-code sandbox build --bootstrap`")

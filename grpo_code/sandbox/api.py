@@ -1,0 +1,193 @@
+"""The Python API of the sandbox: ``Sandbox(config).run(jobs) -> results``.
+
+One :class:`Sandbox` owns one worker pool, shared by every caller (training and eval):
+``run`` blocks, ``arun`` awaits, ``submit`` returns a future so scoring can start while
+the rest of a batch is still being generated. At most ``sandbox.workers`` jobs run at
+once; the pool starts lazily on the first job and stops on ``close()``, at the end of a
+``with`` block, or at interpreter exit (SIGTERM included)::
+
+    from grpo_code.sandbox import Job, Sandbox, ScriptTest
+    with Sandbox() as sb:
+        [result] = sb.run([Job("def f(): return 1", [ScriptTest("assert f() == 1")])])
+        result.status, result.pass_fraction
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from grpo_code.config import SandboxConfig
+from grpo_code.errors import SandboxError
+from grpo_code.sandbox import docker_backend, local_backend
+from grpo_code.sandbox.pool import WorkerPool, shutdown_all
+from grpo_code.sandbox.types import Job, Result, wire_job
+
+BACKENDS = ("auto", "docker", "local", "ray")
+
+
+def default_image(config: SandboxConfig, language: str = "python") -> str:
+    return config.image or docker_backend.DEFAULT_IMAGES[language]
+
+
+def resolve_backend(config: SandboxConfig) -> str:
+    """``auto`` becomes ``docker`` when an engine answers and the image exists, else ``local``."""
+    if config.backend == "ray":
+        raise SandboxError(
+            "sandbox backend 'ray' is not available yet",
+            "use sandbox.backend=docker (one machine) or local; Ray support is planned",
+        )
+    if config.backend not in BACKENDS:
+        raise SandboxError(f"unknown sandbox backend {config.backend!r}", "use auto, docker or local")
+    if config.backend != "auto":
+        return config.backend
+    if docker_backend.engine_version() and docker_backend.image_id(default_image(config)):
+        return "docker"
+    return "local"
+
+
+_SIGTERM_INSTALLED = False
+
+
+def _install_sigterm() -> None:
+    """Turn SIGTERM into a normal exit so atexit removes the containers."""
+    global _SIGTERM_INSTALLED
+    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        shutdown_all()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    _SIGTERM_INSTALLED = True
+
+
+class Sandbox:
+    """Runs jobs on the configured backend with bounded concurrency. Thread-safe."""
+
+    def __init__(self, config: SandboxConfig | None = None, backend: str | None = None, quiet: bool = False):
+        self.config = config or SandboxConfig()
+        if backend is not None:
+            self.config = SandboxConfig(**{**self.config.__dict__, "backend": backend})
+        self.workers = self.config.workers or os.cpu_count() or 1
+        self._quiet = quiet
+        self._lock = threading.Lock()
+        self._pool: WorkerPool | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        self._backend: str | None = None
+        self._closed = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def backend(self) -> str:
+        """The resolved backend name (``docker`` or ``local``); resolves it on first use."""
+        if self._backend is None:
+            self._ensure()
+        assert self._backend is not None
+        return self._backend
+
+    def _ensure(self) -> WorkerPool:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed", "create a new Sandbox")
+            if self._pool is not None:
+                return self._pool
+            backend = resolve_backend(self.config)
+            cfg = self.config
+            if backend == "docker":
+                factory: Any = docker_backend.DockerFactory(
+                    default_image(cfg), cfg.memory_mb, cfg.pids_limit, cfg.tmpfs_mb
+                )
+            else:
+                if not self._quiet:
+                    local_backend.warn_local()
+                factory = local_backend.LocalFactory()
+            _install_sigterm()
+            self._pool = WorkerPool(factory, self.workers, cfg.container_max_jobs)
+            self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grpo-sandbox")
+            self._backend = backend
+            return self._pool
+
+    def start(self) -> Sandbox:
+        """Start every worker now (otherwise they start with the first jobs)."""
+        self._ensure().start()
+        return self
+
+    def close(self) -> None:
+        """Stop the workers and remove their containers / temp dirs. Idempotent."""
+        with self._lock:
+            self._closed = True
+            pool, threads = self._pool, self._threads
+            self._pool = self._threads = None
+        if threads is not None:
+            threads.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def worker_names(self) -> list[str]:
+        """Names of the live workers (docker: container names), for diagnostics."""
+        return self._pool.worker_names() if self._pool is not None else []
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self._pool.stats) if self._pool is not None else {}
+
+    # ----------------------------------------------------------------- jobs
+
+    def _wire(self, job: Job | dict[str, Any]) -> tuple[Job, dict[str, Any]]:
+        if isinstance(job, dict):
+            job = Job.from_dict(job)
+        cfg = self.config
+        return job, wire_job(job, cfg.timeout_s, cfg.memory_mb, cfg.max_output_kb * 1024, cfg.file_size_mb)
+
+    def _execute(self, pool: WorkerPool, job: Job, wire: dict[str, Any]) -> Result:
+        start = time.monotonic()
+        result, error = pool.run(wire)
+        elapsed = round((time.monotonic() - start) * 1000, 3)
+        if result is None:
+            return Result.infra_error(len(job.tests), error or "unknown sandbox failure", elapsed)
+        try:
+            parsed = Result.from_dict(result)
+        except (KeyError, ValueError, TypeError) as exc:
+            return Result.infra_error(len(job.tests), f"malformed result from the executor: {exc}", elapsed)
+        if parsed.total != len(job.tests) or len(parsed.tests) != len(job.tests):
+            return Result.infra_error(
+                len(job.tests), "the executor returned the wrong number of tests", elapsed
+            )
+        return Result(parsed.status, parsed.passed, parsed.total, parsed.tests, elapsed, None)
+
+    def submit(self, job: Job | dict[str, Any]) -> Future[Result]:
+        """Queue one job; the future resolves to its :class:`Result`."""
+        job, wire = self._wire(job)
+        pool = self._ensure()
+        assert self._threads is not None
+        return self._threads.submit(self._execute, pool, job, wire)
+
+    def run(self, jobs: Iterable[Job | dict[str, Any]]) -> list[Result]:
+        """Run jobs (at most ``workers`` at once) and return their results in order."""
+        futures = [self.submit(job) for job in jobs]
+        return [f.result() for f in futures]
+
+    def run_one(self, job: Job | dict[str, Any]) -> Result:
+        return self.submit(job).result()
+
+    async def arun(self, jobs: Iterable[Job | dict[str, Any]]) -> list[Result]:
+        """``run`` for async code: awaits the results without blocking the event loop."""
+        futures = [asyncio.wrap_future(self.submit(job)) for job in jobs]
+        return list(await asyncio.gather(*futures))

@@ -1,0 +1,260 @@
+"""Building the sandbox images (``grpo-code sandbox build``).
+
+The image is ``sandboxes/<lang>/Dockerfile`` built with the legacy builder and
+``--network none`` from a temporary context holding the Dockerfile and the executor. It is
+labelled with a hash of (Dockerfile, executor source, base image id), so a rebuild is
+skipped when nothing changed. ``--bootstrap`` makes the base image without any registry:
+``mmdebstrap --variant=apt --include=python3 <codename>`` from the host's Debian sources,
+cached as a tarball under ``$GRPO_CODE_CACHE`` (default ``~/.cache/grpo-code``), then
+``docker import``-ed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_code.errors import SandboxError
+from grpo_code.sandbox import docker_backend
+from grpo_code.sandbox.local_backend import EXECUTOR
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SANDBOXES = REPO_ROOT / "sandboxes"
+DEFAULT_BASE = {"python": "python:3.12-slim"}
+BOOTSTRAP_PACKAGES = {"python": ["python3"]}
+HASH_LABEL = "grpo-code.build-hash"
+EXECUTOR_LABEL = "grpo-code.executor-hash"
+BOOTSTRAP_LABEL = "grpo-code.bootstrap"
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    image: str
+    base_image: str
+    built: bool
+    """False when the image was already up to date."""
+    build_hash: str
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GRPO_CODE_CACHE") or Path.home() / ".cache" / "grpo-code")
+
+
+def dockerfile(lang: str) -> Path:
+    path = SANDBOXES / lang / "Dockerfile"
+    if not path.is_file():
+        known = (
+            sorted(p.name for p in SANDBOXES.glob("*") if (p / "Dockerfile").is_file())
+            if SANDBOXES.is_dir()
+            else []
+        )
+        raise SandboxError(
+            f"no sandbox image definition for language {lang!r} ({path} not found)",
+            f"known languages: {', '.join(known) or 'none'}; run from a source checkout of grpo-code",
+        )
+    return path
+
+
+def _run(argv: list[str], what: str, timeout: float = 1800, env: dict[str, str] | None = None) -> str:
+    try:
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+        )
+    except FileNotFoundError:
+        raise SandboxError(f"{argv[0]} is not installed", f"install it (apt-get install {argv[0]})") from None
+    except subprocess.TimeoutExpired:
+        raise SandboxError(
+            f"{what} took longer than {timeout:.0f}s", "check the engine and the package mirror"
+        ) from None
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-8:]
+        raise SandboxError(
+            f"{what} failed: {' | '.join(tail)}", "see the message; rerun with GRPO_CODE_DEBUG=1"
+        )
+    return out.stdout
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def host_debian_sources(root: str | os.PathLike[str] = "/") -> tuple[str, list[str]]:
+    """The host's Debian codename and its Debian apt entries as one-line ``deb`` sources."""
+    etc = Path(root) / "etc"
+    try:
+        release = (etc / "os-release").read_text()
+    except OSError:
+        release = ""
+    fields = dict(
+        (k, v.strip('"')) for k, _, v in (line.partition("=") for line in release.splitlines()) if k
+    )
+    codename = fields.get("VERSION_CODENAME")
+    if fields.get("ID") != "debian" or not codename:
+        raise SandboxError(
+            "--bootstrap needs a Debian host (it builds the base image from the host's Debian sources)",
+            "pass --base-image with an image that has python3, e.g. python:3.12-slim",
+        )
+    entries: list[str] = []
+    files = [etc / "apt" / "sources.list", *sorted((etc / "apt" / "sources.list.d").glob("*"))]
+    for path in files:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        if path.suffix == ".sources":
+            for stanza in re.split(r"\n\s*\n", text):
+                kv: dict[str, str] = {}
+                for line in stanza.splitlines():
+                    if line.strip().startswith("#") or ":" not in line:
+                        continue
+                    key, _, value = line.partition(":")
+                    kv[key.strip().lower()] = value.strip()
+                if "deb" not in kv.get("types", "").split():
+                    continue
+                for uri in kv.get("uris", "").split():
+                    for suite in kv.get("suites", "").split():
+                        entries.append(f"deb {uri} {suite} {kv.get('components', 'main')}")
+        elif path.suffix == ".list" or path.name == "sources.list":
+            entries += [
+                line.split("#")[0].strip() for line in text.splitlines() if line.strip().startswith("deb ")
+            ]
+    ours = []
+    for entry in entries:
+        parts = [p for p in re.sub(r"\[[^\]]*\]", "", entry).split() if p]
+        if (
+            len(parts) >= 4
+            and (parts[2] == codename or parts[2].startswith(codename + "-"))
+            and "main" in parts[3:]
+        ):
+            ours.append(f"deb {parts[1]} {parts[2]} main")
+    if not ours:
+        ours = [
+            f"deb http://deb.debian.org/debian {codename} main",
+            f"deb http://deb.debian.org/debian {codename}-updates main",
+            f"deb http://deb.debian.org/debian-security {codename}-security main",
+        ]
+    return codename, list(dict.fromkeys(ours))
+
+
+def bootstrap_base(lang: str, log: Log = print) -> str:
+    """Make (or reuse) the base image built from the host's Debian sources; returns its name."""
+    packages = BOOTSTRAP_PACKAGES.get(lang)
+    if packages is None:
+        raise SandboxError(f"--bootstrap does not know language {lang!r}", "pass --base-image instead")
+    codename, sources = host_debian_sources()
+    key = hashlib.sha256("\n".join([codename, *packages, *sources]).encode()).hexdigest()[:16]
+    name = f"grpo-code-base-{lang}:{codename}"
+    if docker_backend.image_id(name) and docker_backend.image_label(name, BOOTSTRAP_LABEL) == key:
+        log(f"base image {name} is up to date")
+        return name
+    tarball = cache_dir() / "bootstrap" / f"debian-{codename}-{'-'.join(packages)}-{key}.tar"
+    if tarball.is_file():
+        log(f"using cached rootfs {tarball}")
+    else:
+        if shutil.which("mmdebstrap") is None:
+            raise SandboxError(
+                "mmdebstrap is not installed", "apt-get install mmdebstrap (needed by --bootstrap)"
+            )
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        log(f"building a {codename} rootfs with {', '.join(packages)} (mmdebstrap, ~20 s)")
+        tmp = str(tarball.parent / f".{tarball.stem}.{os.getpid()}.part.tar")
+        try:
+            _run(
+                [
+                    "mmdebstrap",
+                    "--quiet",
+                    "--variant=apt",
+                    f"--include={','.join(packages)}",
+                    codename,
+                    tmp,
+                    *sources,
+                ],
+                "mmdebstrap",
+            )
+            os.replace(tmp, tarball)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    log(f"importing {tarball.name} as {name}")
+    _run(
+        ["docker", "import", "--change", f"LABEL {BOOTSTRAP_LABEL}={key}", str(tarball), name],
+        "docker import",
+    )
+    return name
+
+
+# --------------------------------------------------------------------------- build
+
+
+def executor_hash() -> str:
+    """Hash of the executor source; images carry it so a stale image is detected."""
+    return hashlib.sha256(EXECUTOR.read_bytes()).hexdigest()[:16]
+
+
+def build_hash(lang: str, base_id: str) -> str:
+    h = hashlib.sha256()
+    for part in (dockerfile(lang).read_bytes(), EXECUTOR.read_bytes(), base_id.encode()):
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:24]
+
+
+def build(
+    lang: str = "python",
+    base_image: str | None = None,
+    bootstrap: bool = False,
+    tag: str | None = None,
+    force: bool = False,
+    log: Log = print,
+) -> BuildReport:
+    """Build the sandbox image for ``lang`` unless an up-to-date one exists."""
+    dockerfile(lang)
+    if docker_backend.engine_version() is None:
+        raise SandboxError("no Docker engine answers", "start dockerd, then rerun `grpo-code sandbox build`")
+    tag = tag or docker_backend.DEFAULT_IMAGES.get(lang) or f"grpo-code-sandbox-{lang}:latest"
+    if bootstrap and base_image is None:
+        base_image = bootstrap_base(lang, log)
+    base_image = base_image or DEFAULT_BASE[lang]
+    base_id = docker_backend.image_id(base_image)
+    if base_id is None:
+        log(f"pulling {base_image}")
+        try:
+            _run(["docker", "pull", base_image], f"docker pull {base_image}", timeout=600)
+        except SandboxError as exc:
+            raise SandboxError(
+                f"base image {base_image!r} is not available ({exc.what})",
+                "without a registry use `grpo-code sandbox build --bootstrap` (builds the base from Debian sources)",
+            ) from None
+        base_id = docker_backend.image_id(base_image) or ""
+    digest = build_hash(lang, base_id)
+    old_id = docker_backend.image_id(tag)
+    if not force and old_id and docker_backend.image_label(tag, HASH_LABEL) == digest:
+        log(f"{tag} is up to date (base {base_image})")
+        return BuildReport(tag, base_image, False, digest)
+    log(f"building {tag} from {base_image}")
+    with tempfile.TemporaryDirectory(prefix="grpo-code-build-") as ctx:
+        shutil.copy(dockerfile(lang), Path(ctx) / "Dockerfile")
+        shutil.copy(EXECUTOR, Path(ctx) / "executor.py")
+        _run(
+            [
+                "docker", "build", "--network", "none", "--pull=false", "--force-rm",
+                "--build-arg", f"BASE_IMAGE={base_image}",
+                "--label", f"{HASH_LABEL}={digest}",
+                "--label", f"{EXECUTOR_LABEL}={executor_hash()}",
+                "-t", tag, ctx,
+            ],
+            f"docker build of {tag}",
+            env={"DOCKER_BUILDKIT": "0"},
+        )  # fmt: skip
+    new_id = docker_backend.image_id(tag)
+    if old_id and old_id != new_id:
+        subprocess.run(["docker", "rmi", old_id], capture_output=True, timeout=60)
+    log(f"built {tag}")
+    return BuildReport(tag, base_image, True, digest)

@@ -1,0 +1,368 @@
+"""Jobs and results: the public, JSON-serialisable contract of the sandbox.
+
+A :class:`Job` is a program plus its tests (``script``, ``io`` or ``call``) and limits; a
+:class:`Result` holds one :class:`TestResult` per test and a job-level :class:`Status`.
+``to_dict``/``from_dict`` (and ``to_json``/``from_json``) match the format documented in
+docs/sandbox.md exactly; malformed input raises :class:`~grpo_code.errors.SandboxError`
+naming the field. Verdicts are decided by the executor's harness, never by these types.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_code.errors import SandboxError
+
+LANGUAGES = ("python",)
+COMPARE_MODES = ("exact", "lines", "tokens")
+
+
+class Verdict(str, enum.Enum):
+    """The outcome of one test."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    RUNTIME_ERROR = "runtime_error"
+    COMPILE_ERROR = "compile_error"
+
+
+class Status(str, enum.Enum):
+    """The outcome of a job: every test passed, some did not, or the sandbox failed."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INFRA_ERROR = "infra_error"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-test limits; ``None`` fields take the values of the sandbox config."""
+
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            k: v for k, v in (("timeout_s", self.timeout_s), ("memory_mb", self.memory_mb)) if v is not None
+        }
+
+
+@dataclass(frozen=True)
+class ScriptTest:
+    """Code run after the program in its namespace; passes when the harness sees it complete."""
+
+    __test__ = False  # not a pytest class
+    code: str
+    kind: str = field(default="script", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "script", "code": self.code}
+
+
+@dataclass(frozen=True)
+class IoTest:
+    """The program runs with ``stdin``; its stdout is compared with ``stdout`` by the harness."""
+
+    stdin: str = ""
+    stdout: str = ""
+    compare: str = "lines"
+    float_tol: float | None = None
+    kind: str = field(default="io", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": "io", "stdin": self.stdin, "stdout": self.stdout}
+        if self.compare != "lines":
+            out["compare"] = self.compare
+        if self.float_tol is not None:
+            out["float_tol"] = self.float_tol
+        return out
+
+
+@dataclass(frozen=True)
+class CallTest:
+    """The harness calls ``fn(*args)`` and compares the plain-data result with ``expected``."""
+
+    fn: str
+    args: tuple[Any, ...] = ()
+    expected: Any = None
+    float_tol: float | None = None
+    kind: str = field(default="call", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"kind": "call", "fn": self.fn, "args": list(self.args), "expected": self.expected}
+        if self.float_tol is not None:
+            out["float_tol"] = self.float_tol
+        return out
+
+
+TestCase = ScriptTest | IoTest | CallTest
+
+
+def _want(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise SandboxError(f"bad job: {where} {what}", "see docs/sandbox.md for the job format")
+
+
+def _plain(value: Any, where: str) -> None:
+    try:
+        json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError):
+        _want(False, where, "must be JSON data")
+
+
+def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
+    """Build a test from its JSON form, with errors that name the field."""
+    _want(isinstance(data, dict), where, "must be an object")
+    kind = data.get("kind")
+    allowed = {
+        "script": {"kind", "code"},
+        "io": {"kind", "stdin", "stdout", "compare", "float_tol"},
+        "call": {"kind", "fn", "args", "expected", "float_tol"},
+    }
+    _want(kind in allowed, f"{where}.kind", f"is {kind!r} (expected script, io or call)")
+    extra = sorted(set(data) - allowed[kind])
+    _want(not extra, where, f"has unknown keys {extra} for a {kind} test")
+    tol = data.get("float_tol")
+    _want(
+        tol is None or (isinstance(tol, (int, float)) and not isinstance(tol, bool) and tol >= 0),
+        f"{where}.float_tol",
+        "must be a non-negative number",
+    )
+    if kind == "script":
+        _want(isinstance(data.get("code"), str), f"{where}.code", "must be a string")
+        return ScriptTest(code=data["code"])
+    if kind == "io":
+        for key in ("stdin", "stdout"):
+            _want(isinstance(data.get(key, ""), str), f"{where}.{key}", "must be a string")
+        compare = data.get("compare", "lines")
+        _want(
+            compare in COMPARE_MODES, f"{where}.compare", f"is {compare!r} (expected exact, lines or tokens)"
+        )
+        return IoTest(
+            stdin=data.get("stdin", ""), stdout=data.get("stdout", ""), compare=compare, float_tol=tol
+        )
+    fn = data.get("fn")
+    _want(isinstance(fn, str) and fn.isidentifier(), f"{where}.fn", "must be a function name")
+    args = data.get("args", [])
+    _want(isinstance(args, list), f"{where}.args", "must be a list")
+    _plain(args, f"{where}.args")
+    _want("expected" in data, f"{where}.expected", "is missing")
+    _plain(data["expected"], f"{where}.expected")
+    return CallTest(fn=fn, args=tuple(args), expected=data["expected"], float_tol=tol)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A program and the tests it must pass, in one language, under per-test limits."""
+
+    program: str
+    tests: tuple[TestCase, ...]
+    language: str = "python"
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tests", tuple(self.tests))
+        _want(
+            self.language in LANGUAGES,
+            "language",
+            f"is {self.language!r} (supported: {', '.join(LANGUAGES)})",
+        )
+        _want(isinstance(self.program, str), "program", "must be a string")
+        _want(len(self.tests) > 0, "tests", "is empty (a job needs at least one test)")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "language": self.language,
+            "program": self.program,
+            "tests": [t.to_dict() for t in self.tests],
+        }
+        limits = self.limits.to_dict()
+        if limits:
+            out["limits"] = limits
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def key(self) -> str:
+        """A content hash of the job (program, tests, limits, language)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Job:
+        _want(isinstance(data, dict), "job", "must be a JSON object")
+        extra = sorted(set(data) - {"language", "program", "tests", "limits"})
+        _want(not extra, "job", f"has unknown keys {extra}")
+        _want(isinstance(data.get("program"), str), "program", "must be a string")
+        tests = data.get("tests")
+        _want(isinstance(tests, list) and tests, "tests", "must be a non-empty list")
+        limits = data.get("limits") or {}
+        _want(isinstance(limits, dict), "limits", "must be an object")
+        bad = sorted(set(limits) - {"timeout_s", "memory_mb"})
+        _want(not bad, "limits", f"has unknown keys {bad} (expected timeout_s, memory_mb)")
+        timeout = limits.get("timeout_s")
+        memory = limits.get("memory_mb")
+        _want(
+            timeout is None
+            or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout <= 600),
+            "limits.timeout_s",
+            f"is {timeout!r} (expected seconds in (0, 600])",
+        )
+        _want(
+            memory is None or (isinstance(memory, int) and not isinstance(memory, bool) and memory >= 16),
+            "limits.memory_mb",
+            f"is {memory!r} (expected an integer >= 16)",
+        )
+        return cls(
+            program=data["program"],
+            tests=tuple(testcase_from_dict(t, f"tests[{i}]") for i, t in enumerate(tests)),
+            language=data.get("language", "python"),
+            limits=Limits(timeout_s=float(timeout) if timeout is not None else None, memory_mb=memory),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SandboxError(
+                f"bad job: not JSON ({exc})", "see docs/sandbox.md for the job format"
+            ) from None
+        return cls.from_dict(data)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """The verdict of one test and what the harness saw (output truncated to the cap)."""
+
+    __test__ = False  # not a pytest class
+    verdict: Verdict
+    duration_ms: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    message: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Verdict.PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.value,
+            "duration_ms": self.duration_ms,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestResult:
+        return cls(
+            verdict=Verdict(data["verdict"]),
+            duration_ms=float(data.get("duration_ms", 0.0)),
+            stdout=str(data.get("stdout", "")),
+            stderr=str(data.get("stderr", "")),
+            message=str(data.get("message", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one job. ``infra_error`` means the sandbox failed, not the program."""
+
+    status: Status
+    passed: int
+    total: int
+    tests: tuple[TestResult, ...] = ()
+    duration_ms: float = 0.0
+    error: str | None = None
+
+    @property
+    def pass_fraction(self) -> float | None:
+        """Share of tests passed, or None for an infrastructure error (mask it, don't score 0)."""
+        if self.status is Status.INFRA_ERROR or not self.total:
+            return None
+        return self.passed / self.total
+
+    @classmethod
+    def infra_error(cls, total: int, error: str, duration_ms: float = 0.0) -> Result:
+        return cls(
+            status=Status.INFRA_ERROR, passed=0, total=total, tests=(), duration_ms=duration_ms, error=error
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "passed": self.passed,
+            "total": self.total,
+            "tests": [t.to_dict() for t in self.tests],
+            "duration_ms": self.duration_ms,
+            "error": self.error,
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        tests = tuple(TestResult.from_dict(t) for t in data.get("tests", []))
+        return cls(
+            status=Status(data["status"]),
+            passed=int(data["passed"]),
+            total=int(data["total"]),
+            tests=tests,
+            duration_ms=float(data.get("duration_ms", 0.0)),
+            error=data.get("error"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Result:
+        return cls.from_dict(json.loads(text))
+
+
+def load_jobs(text: str, source: str = "job file") -> list[Job]:
+    """Parse a job file holding one job object or a list of them."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SandboxError(
+            f"{source}: not valid JSON ({exc})", "a job file holds one job object or a list of them"
+        ) from None
+    items = data if isinstance(data, list) else [data]
+    if not items:
+        raise SandboxError(f"{source}: the list of jobs is empty", "put at least one job in the file")
+    jobs = []
+    for i, item in enumerate(items):
+        try:
+            jobs.append(Job.from_dict(item))
+        except SandboxError as exc:
+            where = f"job {i}: " if isinstance(data, list) else ""
+            raise SandboxError(f"{source}: {where}{exc.what}", exc.hint) from None
+    return jobs
+
+
+def wire_job(
+    job: Job, timeout_s: float, memory_mb: int, max_output_bytes: int, file_size_mb: int
+) -> dict[str, Any]:
+    """The job as the executor receives it: limits resolved against the config."""
+    out = job.to_dict()
+    out["limits"] = {
+        "timeout_s": job.limits.timeout_s if job.limits.timeout_s is not None else timeout_s,
+        "memory_mb": job.limits.memory_mb if job.limits.memory_mb is not None else memory_mb,
+        "max_output_bytes": max_output_bytes,
+        "file_size_mb": file_size_mb,
+    }
+    return out
+
+
+def job_deadline_s(wire: dict[str, Any]) -> float:
+    """How long the host waits for a job before it declares the sandbox hung."""
+    per_test = float(wire["limits"]["timeout_s"]) + 1.0
+    return 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)

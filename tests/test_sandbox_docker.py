@@ -1,0 +1,308 @@
+"""The docker backend against a real engine: isolation, limits, reward hacks, recovery, cleanup.
+
+Needs a Docker engine and the image from `grpo-code sandbox build --bootstrap`; skipped
+with that reason otherwise, and failed instead under CI=true.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+import sandbox_cases as cases
+
+from conftest import need
+from grpo_code.config import SandboxConfig
+from grpo_code.errors import SandboxError
+from grpo_code.sandbox import Sandbox, Status, Verdict, docker_backend
+from grpo_code.sandbox.bench import SHARED_HUMANEVAL, default_data, load_humaneval
+
+pytestmark = pytest.mark.docker
+IMAGE = docker_backend.DEFAULT_IMAGES["python"]
+
+
+@pytest.fixture(scope="module")
+def ready(docker_ready) -> None:
+    try:
+        docker_backend.check_ready(IMAGE)
+    except SandboxError as exc:
+        need(False, str(exc))
+
+
+@pytest.fixture(scope="module")
+def sandbox(ready):
+    sb = Sandbox(SandboxConfig(backend="docker", workers=2, timeout_s=5.0, memory_mb=256))
+    yield sb
+    sb.close()
+
+
+def one_worker(**overrides) -> Sandbox:
+    """A sandbox with a single container, so consecutive jobs share it."""
+    return Sandbox(SandboxConfig(**{"backend": "docker", "workers": 1, "memory_mb": 256, **overrides}))
+
+
+def our_containers() -> list[tuple[str, str]]:
+    return docker_backend.list_containers(all_owners=False)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_mixed_script_io_call_verdicts(sandbox):
+    [result] = sandbox.run([cases.MIXED])
+    cases.check_mixed(result)
+    assert sandbox.backend == "docker"
+
+
+def test_each_test_has_its_own_verdict(sandbox):
+    [result] = sandbox.run([cases.INDEPENDENT])
+    assert [t.verdict.value for t in result.tests] == cases.INDEPENDENT_VERDICTS, result
+
+
+@pytest.mark.parametrize("name", sorted(cases.HACKS))
+def test_reward_hacks_and_runaways_never_pass(sandbox, name):
+    cases.check_hack(sandbox, name)
+
+
+def test_huge_stdout_is_truncated_without_hanging(sandbox):
+    start = time.monotonic()
+    [result] = sandbox.run([cases.HUGE_STDOUT])
+    assert time.monotonic() - start < 3.0
+    out = result.tests[0].stdout
+    assert result.tests[0].verdict is Verdict.PASS
+    assert len(out) < sandbox.config.max_output_kb * 1024 + 100 and "truncated" in out
+
+
+def test_humaneval_references_pass_and_mismatched_ones_fail(ready):
+    need(default_data() is not None, f"HumanEval data not found at {SHARED_HUMANEVAL}")
+    good, bad = load_humaneval(), load_humaneval(mismatched=True)
+    assert len(good) == len(bad) == 164
+    cores = os.cpu_count() or 1
+    with Sandbox(SandboxConfig(backend="docker", workers=2 * cores)) as sb:  # 2x oversubscribed
+        results = sb.run([s.job() for s in good + bad])
+    wrong = [s.task_id for s, r in zip(good + bad, results) if (r.status is Status.PASS) != s.should_pass]
+    assert not wrong, wrong
+    assert not [r for r in results if r.status is Status.INFRA_ERROR]
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+def test_fork_bomb_is_contained_and_the_pool_serves_the_next_job(sandbox):
+    bomb = cases.script(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
+    start = time.monotonic()
+    [result] = sandbox.run([bomb])
+    assert result.tests[0].verdict in (Verdict.TIMEOUT, Verdict.MEMORY, Verdict.RUNTIME_ERROR), result
+    assert time.monotonic() - start < 4.0
+    results = sandbox.run([cases.script(cases.ADD, "assert add(1, 2) == 3")] * 4)
+    assert all(r.status is Status.PASS for r in results), results
+
+
+def test_no_network(sandbox):
+    probe = cases.script(
+        "import socket\n"
+        "names = [n for _, n in socket.if_nameindex()]\n"
+        "errors = []\n"
+        "for addr in [('192.0.2.1', 80), ('10.0.0.1', 53)]:\n"
+        "    try:\n        socket.create_connection(addr, timeout=0.5)\n"
+        "    except OSError as exc:\n        errors.append(exc.errno)\n"
+        "try:\n    socket.getaddrinfo('example.com', 80)\n    resolved = True\n"
+        "except OSError:\n    resolved = False\n",
+        "assert names == ['lo'], names",
+        "assert len(errors) == 2, errors",
+        "assert not resolved",
+    )
+    [result] = sandbox.run([probe])
+    assert result.status is Status.PASS, result
+    [direct] = sandbox.run([cases.script("import socket\nsocket.create_connection(('192.0.2.1', 80), 1)\n")])
+    assert direct.tests[0].verdict is Verdict.RUNTIME_ERROR and "unreachable" in direct.tests[0].message
+
+
+def test_cannot_write_outside_the_work_dir(sandbox):
+    probe = cases.script(
+        "import os\n"
+        "written = []\n"
+        "for path in ['/x', '/etc/passwd', '/etc/new', '/usr/lib/x', '/opt/grpo-code/executor.py',\n"
+        "             '/home/x', '/var/tmp/x', '/root/x', '/run/grpo-code/x', '/proc/1/oom_score_adj']:\n"
+        "    try:\n        open(path, 'a').close()\n        written.append(path)\n"
+        "    except OSError:\n        pass\n"
+        "open('/tmp/ok', 'w').write('fine')\n",
+        "assert written == [], written",
+        "assert open('/tmp/ok').read() == 'fine'",
+    )
+    [result] = sandbox.run([probe])
+    assert result.status is Status.PASS, result
+
+
+def test_container_is_locked_down(sandbox):
+    probe = cases.script(
+        "import os\n"
+        "status = dict(line.split(':', 1) for line in open('/proc/self/status') if ':' in line)\n"
+        "denied = []\n"
+        "for path in ['/proc/1/mem', '/proc/1/environ']:\n"
+        "    try:\n        open(path, 'rb').read(1)\n    except OSError:\n        denied.append(path)\n"
+        "try:\n    os.listdir('/proc/1/fd')\nexcept OSError:\n    denied.append('/proc/1/fd')\n",
+        "assert os.getuid() == 10001 and os.geteuid() == 10001",
+        "assert int(status['CapEff'].strip(), 16) == 0 and int(status['CapBnd'].strip(), 16) == 0",
+        "assert status['NoNewPrivs'].strip() == '1'",
+        "assert len(denied) == 3, denied",  # the executor (harness) is out of the program's reach
+    )
+    [result] = sandbox.run([probe])
+    assert result.status is Status.PASS, result
+
+
+def test_jobs_cannot_see_each_others_files_or_processes(ready):
+    leave = cases.script(
+        "import subprocess, sys\n"
+        "import os\nopen('/tmp/secret', 'w').write('s')\nopen('/dev/shm/secret', 'w').write('s')\n"
+        "os.makedirs('/tmp/d/e')\nopen('/tmp/d/e/f', 'w').write('s')\nos.chmod('/tmp/d/e', 0)\nos.chmod('/tmp/d', 0)\n"
+        + cases.BACKGROUND,
+        "assert True",
+    )
+    look = cases.script(
+        "import os\n"
+        "left = os.listdir('/tmp') + os.listdir('/dev/shm')\n"
+        "procs = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n",
+        "assert left == [], left",
+        "assert procs == sorted({1, os.getpid()}), procs",
+    )
+    with one_worker() as sb:
+        first, second = sb.run([leave, look])
+        assert sb.stats["started"] == 1
+    assert first.status is Status.PASS, first
+    assert second.status is Status.PASS, second
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def test_killing_the_executor_fails_the_job_and_the_pool_recovers(sandbox):
+    [result] = sandbox.run([cases.KILL_EXECUTOR])
+    assert result.status in (Status.FAIL, Status.INFRA_ERROR), result
+    results = sandbox.run([cases.script(cases.ADD, "assert add(1, 2) == 3")] * 4)
+    assert all(r.status is Status.PASS for r in results)
+
+
+def test_a_dead_container_is_replaced_and_the_job_retried(ready):
+    with one_worker() as sb:
+        sb.start()
+        [name] = sb.worker_names()
+        subprocess.run(["docker", "kill", name], capture_output=True, check=True)
+        [result] = sb.run([cases.script(cases.ADD, "assert add(1, 2) == 3")])
+        assert result.status is Status.PASS, result
+        assert sb.stats["lost"] == 1 and sb.stats["started"] == 2
+
+
+def test_a_hung_container_is_replaced_then_infra_error(ready, monkeypatch):
+    from grpo_code.sandbox import pool
+
+    monkeypatch.setattr(pool, "job_deadline_s", lambda wire: 1.5)
+    with one_worker() as sb:
+        sb.start()
+        [name] = sb.worker_names()
+        subprocess.run(["docker", "pause", name], capture_output=True, check=True)
+        [result] = sb.run([cases.script(cases.ADD, "assert add(1, 2) == 3")])
+        assert result.status is Status.PASS, result  # retried on a fresh container
+        assert sb.stats["lost"] == 1
+        # a job that hangs every container it reaches ends as infra_error, never as a verdict
+        monkeypatch.setattr(pool, "job_deadline_s", lambda wire: 0.3)
+        [hung] = sb.run([cases.script("import time\ntime.sleep(0.8)\n", "assert True")])
+        assert hung.status is Status.INFRA_ERROR and hung.pass_fraction is None and hung.error
+        names = set(sb.worker_names()) | {name}
+    time.sleep(0.5)
+    listed = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True)
+    assert not names & set(listed.stdout.split())
+
+
+def test_containers_are_retired_after_their_job_budget(ready):
+    with one_worker(container_max_jobs=3) as sb:
+        results = sb.run([cases.script(cases.ADD, "assert add(1, 2) == 3")] * 7)
+        assert all(r.status is Status.PASS for r in results)
+        assert sb.stats["started"] == 3 and sb.stats["retired"] >= 2
+
+
+def test_stale_containers_from_a_crashed_run_are_removed(ready):
+    host = docker_backend.owner_tag().split(":")[0]
+    name = f"grpo-code-stale-test-{os.getpid()}"
+    subprocess.run(
+        ["docker", "run", "-d", "--rm", "--network", "none", "--name", name,
+         "--label", f"{docker_backend.LABEL}=1", "--label", f"{docker_backend.OWNER_LABEL}={host}:999999999:0",
+         IMAGE, "python3", "-c", "import time; time.sleep(120)"],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    try:
+        assert docker_backend.remove_stale() >= 1
+        assert name not in subprocess.run(["docker", "ps", "-a"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+OWNER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from grpo_code.config import SandboxConfig
+    from grpo_code.sandbox import Sandbox
+    sb = Sandbox(SandboxConfig(backend="docker", workers=2)).start()
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_no_container_survives_its_owner(ready, sig):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OWNER_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout.readline().strip() == b"ready", proc.stderr.read()
+        owner = docker_backend.owner_tag(proc.pid)
+        mine = [c for c, o in docker_backend.list_containers() if o == owner]
+        assert len(mine) == 2
+        proc.send_signal(sig)
+        proc.wait(20)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            left = [c for c, o in docker_backend.list_containers() if c in mine]
+            if not left:
+                break
+            time.sleep(0.2)
+        assert not left, f"containers survived {sig.name}: {left}"
+        assert (
+            not glob.glob(os.path.join(tempfile.gettempdir(), f"{docker_backend.CHANNEL_PREFIX}{proc.pid}-*"))
+            or sig is signal.SIGKILL
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_nothing_of_ours_is_left(sandbox):
+    """Runs last in this module: after close, no container, executor or channel dir remains."""
+    sandbox.close()
+    time.sleep(0.3)
+    assert our_containers() == []
+    assert not glob.glob(
+        os.path.join(tempfile.gettempdir(), f"{docker_backend.CHANNEL_PREFIX}{os.getpid()}-*")
+    )
+    children = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(stat.replace("stat", "cmdline"), "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fields[1] == str(os.getpid()) and ("docker" in cmd or "executor" in cmd):
+            children.append(cmd)
+    assert not children, children

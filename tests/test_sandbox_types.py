@@ -1,0 +1,204 @@
+"""Job/result types and the harness's pure comparison helpers (no processes, no Docker)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from grpo_code.errors import SandboxError
+from grpo_code.sandbox import executor
+from grpo_code.sandbox.types import (
+    CallTest,
+    IoTest,
+    Job,
+    Limits,
+    Result,
+    ScriptTest,
+    Status,
+    TestResult,
+    Verdict,
+    job_deadline_s,
+    load_jobs,
+    wire_job,
+)
+
+ISSUE_JOB = {
+    "language": "python",
+    "program": "def add(a, b):\n    return a + b\n",
+    "tests": [
+        {"kind": "script", "code": "assert add(1, 2) == 3"},
+        {"kind": "io", "stdin": "1 2\n", "stdout": "3\n"},
+        {"kind": "call", "fn": "add", "args": [1, 2], "expected": 3},
+    ],
+    "limits": {"timeout_s": 5, "memory_mb": 512},
+}
+
+
+def test_job_round_trips_the_issue_format():
+    job = Job.from_dict(ISSUE_JOB)
+    assert isinstance(job.tests[0], ScriptTest)
+    assert isinstance(job.tests[1], IoTest) and job.tests[1].compare == "lines"
+    assert isinstance(job.tests[2], CallTest) and job.tests[2].args == (1, 2)
+    assert job.limits == Limits(timeout_s=5.0, memory_mb=512)
+    assert job.to_dict() == ISSUE_JOB
+    assert Job.from_json(job.to_json()) == job
+    assert job.key() == Job.from_dict(json.loads(json.dumps(ISSUE_JOB))).key()
+    assert job.key() != Job.from_dict({**ISSUE_JOB, "program": "pass"}).key()
+
+
+def test_io_options_round_trip():
+    data = {"kind": "io", "stdin": "", "stdout": "1.0\n", "compare": "tokens", "float_tol": 1e-6}
+    job = Job.from_dict({"program": "print(1)", "tests": [data]})
+    assert job.tests[0] == IoTest("", "1.0\n", "tokens", 1e-6)
+    assert job.to_dict()["tests"] == [data]
+    assert job.to_dict()["language"] == "python" and "limits" not in job.to_dict()
+
+
+def test_result_round_trips_with_exact_keys():
+    result = Result(
+        Status.FAIL,
+        1,
+        2,
+        (TestResult(Verdict.PASS, 1.5), TestResult(Verdict.TIMEOUT, 1000.0, "out", "err", "killed")),
+        1002.0,
+        None,
+    )
+    data = result.to_dict()
+    assert set(data) == {"status", "passed", "total", "tests", "duration_ms", "error"}
+    assert set(data["tests"][0]) == {"verdict", "duration_ms", "stdout", "stderr", "message"}
+    assert data["status"] == "fail" and data["tests"][1]["verdict"] == "timeout" and data["error"] is None
+    assert Result.from_json(result.to_json()) == result
+    assert result.pass_fraction == 0.5
+
+
+def test_infra_error_is_masked_not_zero():
+    result = Result.infra_error(3, "container died twice")
+    assert result.to_dict() == {
+        "status": "infra_error",
+        "passed": 0,
+        "total": 3,
+        "tests": [],
+        "duration_ms": 0.0,
+        "error": "container died twice",
+    }
+    assert result.pass_fraction is None
+
+
+def test_verdict_and_status_values_are_the_documented_ones():
+    assert {v.value for v in Verdict} == {
+        "pass",
+        "fail",
+        "timeout",
+        "memory",
+        "runtime_error",
+        "compile_error",
+    }
+    assert {s.value for s in Status} == {"pass", "fail", "infra_error"}
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda j: j.pop("program"), "program"),
+        (lambda j: j.update(tests=[]), "tests"),
+        (lambda j: j.update(language="cobol"), "language"),
+        (lambda j: j["tests"].append({"kind": "magic"}), "tests[3].kind"),
+        (lambda j: j["tests"].append({"kind": "script"}), "tests[3].code"),
+        (lambda j: j["tests"].append({"kind": "call", "fn": "add", "args": [1]}), "tests[3].expected"),
+        (lambda j: j["tests"].append({"kind": "call", "fn": "1x", "expected": 1}), "tests[3].fn"),
+        (lambda j: j["tests"].append({"kind": "io", "stdout": "", "compare": "fuzzy"}), "tests[3].compare"),
+        (lambda j: j["tests"].append({"kind": "script", "code": "", "stdin": ""}), "unknown keys"),
+        (lambda j: j.update(limits={"timeout_s": -1}), "limits.timeout_s"),
+        (lambda j: j.update(limits={"memory_mb": 1.5}), "limits.memory_mb"),
+        (lambda j: j.update(limits={"cpu": 1}), "limits"),
+        (lambda j: j.update(extra=1), "unknown keys"),
+    ],
+)
+def test_bad_jobs_name_the_field(mutate, field):
+    data = json.loads(json.dumps(ISSUE_JOB))
+    mutate(data)
+    with pytest.raises(SandboxError) as err:
+        Job.from_dict(data)
+    assert field in str(err.value)
+    assert "docs/sandbox.md" in str(err.value)
+
+
+def test_load_jobs_accepts_one_or_many_and_names_the_bad_one():
+    assert len(load_jobs(json.dumps(ISSUE_JOB))) == 1
+    assert len(load_jobs(json.dumps([ISSUE_JOB, ISSUE_JOB]))) == 2
+    with pytest.raises(SandboxError, match="job 1: bad job: program"):
+        load_jobs(json.dumps([ISSUE_JOB, {"tests": ISSUE_JOB["tests"]}]), "jobs.json")
+    with pytest.raises(SandboxError, match="not valid JSON"):
+        load_jobs("{nope", "jobs.json")
+    with pytest.raises(SandboxError, match="empty"):
+        load_jobs("[]")
+
+
+def test_wire_job_resolves_limits_against_the_config():
+    job = Job("pass", (ScriptTest(""),), limits=Limits(memory_mb=64))
+    wire = wire_job(job, timeout_s=3.0, memory_mb=512, max_output_bytes=1024, file_size_mb=4)
+    assert wire["limits"] == {"timeout_s": 3.0, "memory_mb": 64, "max_output_bytes": 1024, "file_size_mb": 4}
+    assert job_deadline_s(wire) > 3.0 + 1.0
+
+
+# --------------------------------------------------------------------------- harness helpers
+
+
+@pytest.mark.parametrize(
+    "actual, expected, mode, tol, same",
+    [
+        ("3\n", "3\n", "exact", None, True),
+        ("3", "3\n", "exact", None, False),
+        ("3  \n\n", "3\n", "lines", None, True),
+        ("a\nb\n", "a b\n", "lines", None, False),
+        (" 1\t2\n3 ", "1 2 3", "tokens", None, True),
+        ("0.3333333", "0.333333333", "tokens", 1e-6, True),
+        ("0.3333333", "0.333333333", "tokens", None, False),
+        ("0.34", "0.333", "tokens", 1e-6, False),
+        ("nan", "nan", "tokens", 1e-6, True),
+        ("1 2", "1 2 3", "tokens", 1e-6, False),
+        ("x", "y", "tokens", 1e-6, False),
+    ],
+)
+def test_compare_output_modes(actual, expected, mode, tol, same):
+    assert executor.compare_output(actual, expected, mode, tol) is same
+
+
+def test_plain_equal_is_strict_about_types():
+    assert executor.plain_equal([1, {"a": "x"}], [1, {"a": "x"}])
+    assert not executor.plain_equal(True, 1) and not executor.plain_equal(1, True)
+    assert executor.plain_equal(3, 3.0)
+    assert executor.plain_equal(0.1 + 0.2, 0.3)
+    assert not executor.plain_equal(0.31, 0.3)
+    assert executor.plain_equal(0.31, 0.3, float_tol=0.05)
+    assert not executor.plain_equal("1", 1)
+    assert not executor.plain_equal([1, 2], [1, 2, 3])
+    assert not executor.plain_equal({"a": 1}, {"b": 1})
+    assert executor.plain_equal(None, None) and not executor.plain_equal(None, 0)
+    assert executor.plain_equal(math.nan, math.nan)
+
+
+def test_to_plain_refuses_anything_but_exact_builtin_types():
+    assert executor.to_plain((1, [2.5, "x"], {"k": None})) == [1, [2.5, "x"], {"k": None}]
+
+    class AlwaysEqual:
+        def __eq__(self, other):
+            return True
+
+    class SneakyInt(int):
+        def __eq__(self, other):
+            return True
+
+    class SneakyList(list):
+        pass
+
+    for value in (AlwaysEqual(), SneakyInt(3), SneakyList([1]), {1: "int key"}, {1, 2}, b"bytes"):
+        with pytest.raises(executor.NotPlain):
+            executor.to_plain(value)
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(executor.NotPlain):
+        executor.to_plain(deep)
