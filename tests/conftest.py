@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+# Public benchmark data (HumanEval, MBPP) is read by path, never copied into the repo.
+BENCH = Path(os.environ.get("GRPO_CODE_BENCHMARKS", REPO.parent / "shared" / "benchmarks"))
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
@@ -24,6 +25,13 @@ def need(condition: bool, reason: str, required_in_ci: bool = True) -> None:
     if IN_CI and required_in_ci:
         pytest.fail(f"CI must provide this: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture
+def benchmarks() -> Path:
+    """The shared HumanEval/MBPP directory (``../shared/benchmarks`` or ``$GRPO_CODE_BENCHMARKS``)."""
+    need(BENCH.is_dir(), f"benchmark data not found at {BENCH} (set GRPO_CODE_BENCHMARKS)", required_in_ci=False)
+    return BENCH
 
 
 @pytest.fixture

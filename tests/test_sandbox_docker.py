@@ -81,7 +81,7 @@ def test_huge_stdout_is_truncated_without_hanging(sandbox):
 
 
 def test_humaneval_references_pass_and_mismatched_ones_fail(ready):
-    need(default_data() is not None, f"HumanEval data not found at {SHARED_HUMANEVAL}")
+    need(default_data() is not None, f"HumanEval data not found at {SHARED_HUMANEVAL}", required_in_ci=False)
     good, bad = load_humaneval(), load_humaneval(mismatched=True)
     assert len(good) == len(bad) == 164
     cores = os.cpu_count() or 1
