@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from grpo_code import __version__
-from grpo_code.cli import config_cmd, models_cmd, sandbox_cmd
+from grpo_code.cli import config_cmd, models_cmd, sandbox_cmd, tasks_cmd
 from grpo_code.cli.common import command
 from grpo_code.errors import NotImplementedYetError
 
@@ -69,21 +69,6 @@ def evaluate(
     raise NotImplementedYetError("`grpo-code eval` is not implemented yet", "it lands after the sandbox and suites")
 
 
-tasks_app = typer.Typer(name="tasks", help="List, inspect, convert and check task suites.", add_completion=False)
-
-
-@tasks_app.callback(invoke_without_command=True)
-def _tasks(ctx: typer.Context) -> None:
-    """List, inspect, convert and check task suites."""
-    if ctx.invoked_subcommand is None:
-        from grpo_code.cli.common import guarded
-
-        def fail() -> None:
-            raise NotImplementedYetError("`grpo-code tasks` is not implemented yet", "it lands with task suites")
-
-        guarded(fail)()
-
-
 @command(app, "report")
 def report(
     dirs: Annotated[list[Path] | None, typer.Argument(help="Run or eval directories.")] = None,
@@ -92,7 +77,7 @@ def report(
     raise NotImplementedYetError("`grpo-code report` is not implemented yet", "it lands after train and eval")
 
 
-app.add_typer(tasks_app)
+app.add_typer(tasks_cmd.app)
 app.add_typer(sandbox_cmd.app)
 app.add_typer(config_cmd.app)
 app.add_typer(models_cmd.app)

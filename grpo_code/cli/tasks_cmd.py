@@ -1,0 +1,199 @@
+"""``grpo-code tasks``: list, show, convert and check task suites."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grpo_code.cli.common import command
+
+app = typer.Typer(name="tasks", help="List, inspect, convert and check task suites.", no_args_is_help=True,
+                  add_completion=False)
+
+SuiteArg = Annotated[str, typer.Argument(help="Suite: bundled name, directory, FORMAT:PATH or package.module:function.")]
+
+
+def _paths(config: Path | None) -> list[str]:
+    if config is None:
+        return []
+    from grpo_code.config import load_config
+
+    return load_config(config).tasks.paths
+
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Run config whose tasks.paths are searched too.")]
+
+
+@command(app, "list")
+def list_(config: ConfigOpt = None) -> None:
+    """List bundled suites and those in the configured paths."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from grpo_code.tasks.suite import list_suites, load_suite_dir
+
+    table = Table("suite", "tasks", "splits", "language", "description", title="task suites")
+    for path in list_suites(_paths(config)):
+        suite = load_suite_dir(path)
+        splits = ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items()))
+        table.add_row(suite.name, str(len(suite)), splits, suite.language, suite.description)
+    Console().print(table)
+
+
+@command(app, "show")
+def show(
+    suite: SuiteArg,
+    task_id: Annotated[str | None, typer.Argument(help="Show this task in full.")] = None,
+    split: Annotated[str | None, typer.Option(help="Only this split (name, id range A-B, or all).")] = None,
+    style: Annotated[str, typer.Option(help="Prompt style shown for a task: chat or raw.")] = "chat",
+    config: ConfigOpt = None,
+) -> None:
+    """Show a suite's tasks, or one task with its rendered prompt, tests and reference."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from grpo_code.tasks import load_suite, render
+
+    console = Console()
+    s = load_suite(suite, _paths(config)).split(split)
+    if task_id is None:
+        table = Table("id", "split", "mode", "tests", "reference", "prompt",
+                      title=f"{s.name}: {len(s)} tasks (hash {s.content_hash()})")
+        for t in s.tasks:
+            first = t.prompt.strip().splitlines()[0][:60]
+            table.add_row(t.id, t.split or "-", t.mode, str(len(t.tests)), "yes" if t.reference else "no", first)
+        console.print(table)
+        return
+    task = s.get(task_id)
+    prompt = render(task, style, s.system_prompt, s.prompt_template)
+    console.rule(f"{task.id} ({task.language}, {task.mode}, split {task.split or '-'})")
+    if prompt.style == "chat":
+        for m in prompt.messages:
+            console.print(f"[bold]{m['role']}[/bold]", highlight=False)
+            console.print(m["content"], markup=False, highlight=False)
+    else:
+        console.print(prompt.text, markup=False, highlight=False)
+    console.rule("tests")
+    for t in task.tests:
+        console.print(json.dumps(t.to_dict(), ensure_ascii=False)[:500], markup=False, highlight=False)
+    if task.reference:
+        console.rule("reference")
+        console.print(task.reference, markup=False, highlight=False)
+
+
+@command(app, "convert")
+def convert(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="humaneval, mbpp, stdio or call.")],
+    src: Annotated[str, typer.Argument(help="Input: .jsonl, .jsonl.gz, .json, .parquet or a hub dataset id.")],
+    dst: Annotated[Path, typer.Argument(help="Suite directory to write (suite.yaml + tasks.jsonl).")],
+    language: Annotated[str, typer.Option(help="Language of a HumanEval-style file.")] = "python",
+    name: Annotated[str | None, typer.Option(help="Suite name (default: the directory name).")] = None,
+    float_tol: Annotated[float | None, typer.Option(help="stdio: compare tokens with this float tolerance.")] = None,
+    unwrap_outputs: Annotated[bool, typer.Option(help="call: expected values are one-element lists.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
+) -> None:
+    """Convert a public benchmark file into a suite directory."""
+    from grpo_code.errors import SuiteError
+    from grpo_code.tasks import adapters
+    from grpo_code.tasks.suite import suite_from_records, write_suite
+
+    if (dst / "tasks.jsonl").exists() and not force:
+        raise SuiteError(f"{dst} already holds a suite", "pass --force to overwrite or choose another directory")
+    options: dict = {}
+    if fmt == "humaneval":
+        options["language"] = language
+    elif fmt == "stdio" and float_tol is not None:
+        options["float_tol"] = float_tol
+    elif fmt == "call":
+        options["unwrap_outputs"] = unwrap_outputs
+    records = adapters.convert(fmt, src, **options)
+    suite = suite_from_records(name or dst.name, records, src)
+    meta = {"description": f"converted from {Path(src).name} ({fmt} format)", "source": src}
+    suite = type(suite)(**{**suite.__dict__, **meta})
+    write_suite(suite, dst)
+    typer.echo(f"wrote {len(suite)} tasks to {dst} (splits: "
+               + ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items())) + ")")
+
+
+@command(app, "check")
+def check(
+    suite: SuiteArg,
+    solutions: Annotated[str, typer.Option(help="both, reference, empty, or a JSONL file of task_id + completion/solution.")] = "both",
+    repeat: Annotated[int, typer.Option(help="Run each solution this many times to find flaky tasks.")] = 1,
+    split: Annotated[str | None, typer.Option(help="Only this split (name, id range A-B, or all).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
+    workers: Annotated[int | None, typer.Option(help="Concurrent jobs (default: CPU count).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Run reference and empty solutions through the sandbox: references must pass, empties must fail.
+
+    Exits 1 when a reference fails, an empty solution passes a test, or a task is flaky.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grpo_code.config import SandboxConfig, load_config
+    from grpo_code.sandbox import Sandbox
+    from grpo_code.tasks import load_suite
+    from grpo_code.tasks.check import check_suite
+
+    cfg = load_config(config) if config else None
+    sb_cfg = cfg.sandbox if cfg else SandboxConfig()
+    overrides = {k: v for k, v in (("backend", backend), ("workers", workers)) if v is not None}
+    sb_cfg = SandboxConfig(**{**sb_cfg.__dict__, **overrides})
+    s = load_suite(suite, cfg.tasks.paths if cfg else []).split(split)
+    err = Console(stderr=True)
+    with Sandbox(sb_cfg) as sandbox, Progress(TextColumn("checking {task.description}"), BarColumn(),
+                                              MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                              disable=as_json) as bar:
+        job = bar.add_task(s.name, total=None)
+        report = check_suite(s, sandbox, solutions, repeat,
+                             progress=lambda done, total: bar.update(job, completed=done, total=total))
+    summary = report.summary()
+    summary["backend"] = sandbox.backend
+    if as_json:
+        typer.echo(json.dumps(summary))
+    else:
+        _print_report(summary)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _print_report(s: dict) -> None:
+    from rich.console import Console
+
+    out = Console()
+    out.print(f"suite [bold]{s['suite']}[/bold]: {s['tasks']} tasks, hash {s['suite_hash']}, "
+              f"{s['repeat']} run(s) each, backend {s['backend']}")
+
+    def names(ids: list[str]) -> str:
+        return ", ".join(ids[:10]) + (f" (+{len(ids) - 10} more)" if len(ids) > 10 else "")
+
+    for kind in ("reference", "file"):
+        if kind in s:
+            r = s[kind]
+            color = "green" if not r["failed"] else "red"
+            out.print(f"{kind}: [{color}]{r['passed']}/{r['checked']} pass[/{color}]")
+            if r["failed"]:
+                out.print(f"  failing: {names(r['failed'])}")
+            if r["missing"]:
+                out.print(f"  [yellow]no reference: {names(r['missing'])}[/yellow]")
+            if r["flaky"]:
+                out.print(f"  [red]flaky: {names(r['flaky'])}[/red]")
+            if r["infra_errors"]:
+                out.print(f"  [yellow]sandbox errors: {names(r['infra_errors'])}[/yellow]")
+    if "empty" in s:
+        e = s["empty"]
+        color = "green" if not e["broken"] else "red"
+        out.print(f"empty: [{color}]{e['failed']}/{e['checked']} fail[/{color}]")
+        if e["broken"]:
+            out.print(f"  [red]an empty solution passes a test of: {names(e['broken'])}[/red]")
+        if e["infra_errors"]:
+            out.print(f"  [yellow]sandbox errors: {names(e['infra_errors'])}[/yellow]")
+    if s["slow"]:
+        out.print("[yellow]slow (a test over half its time limit): "
+                  + ", ".join(f"{x['id']} {x['max_test_ms']:.0f} ms" for x in s["slow"][:10]) + "[/yellow]")

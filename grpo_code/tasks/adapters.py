@@ -1,0 +1,329 @@
+"""Adapters from public benchmark formats to our task records.
+
+Each adapter is a function ``(records, **options) -> list[dict]`` registered in
+:data:`ADAPTERS`; adding a format is one function plus one line there. Records come from
+local files (``.jsonl``, ``.jsonl.gz``, ``.json`` holding a list, ``.parquet``) or a
+Hugging Face dataset id (``org/name[@split]``) where the hub is reachable.
+
+- ``humaneval``: HumanEval-style records (``task_id``, ``prompt``, ``canonical_solution``,
+  ``test``, ``entry_point``); the model completes the prompt. ``language`` option for
+  multi-language files with the same fields.
+- ``mbpp``: MBPP full (``text``, ``code``, ``test_list``, ``test_setup_code``) and sanitized
+  (``prompt``, ``code``, ``test_list``, ``test_imports``). The prompt shows one test so the
+  function name is known; each assert is its own test; customary id-range splits.
+- ``stdio``: APPS / CodeContests style: a problem text and stdin/stdout pairs.
+- ``call``: LiveCodeBench / TACO functional style: a function name, argument lists and
+  expected return values.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from grpo_code.errors import MissingFileError, SuiteError
+
+Record = dict[str, Any]
+
+
+def read_records(src: str) -> list[Record]:
+    """Read records from a local file or, where the hub is reachable, a dataset id."""
+    path = Path(src).expanduser()
+    if path.is_file():
+        name = path.name.lower()
+        if name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            text = fh.read()
+        # Plain JSON parsing keeps each record's own types (a dataset schema would unify
+        # heterogeneous test values such as the `expected` results of call tests).
+        stripped = text.lstrip()
+        if stripped.startswith("["):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise SuiteError(f"{src}: not valid JSON ({exc.msg} at line {exc.lineno})", "check the file") from None
+            if not all(isinstance(r, dict) for r in data):
+                raise SuiteError(f"{src}: expected a list of objects", "check the file")
+            return data
+        records = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise SuiteError(f"{src}:{lineno}: not valid JSON ({exc.msg})", "one JSON object per line") from None
+                if not isinstance(record, dict):
+                    raise SuiteError(f"{src}:{lineno}: expected a JSON object", "one JSON object per line")
+                records.append(record)
+        return records
+    if re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w.-]+)?", src) and not path.exists():
+        return _hub_records(src)
+    raise MissingFileError(f"input {src!r} not found", "give a .jsonl, .jsonl.gz, .json or .parquet file")
+
+
+def _hub_records(ref: str) -> list[Record]:
+    import datasets
+
+    name, _, split = ref.partition("@")
+    try:
+        ds = datasets.load_dataset(name, split=split or "test")
+    except Exception as exc:
+        raise SuiteError(f"cannot load dataset {name!r} from the hub ({type(exc).__name__})",
+                         "download it and pass the local file instead") from None
+    return [dict(r) for r in ds]
+
+
+def _need(record: Record, key: str, where: str) -> Any:
+    if key not in record or record[key] is None:
+        raise SuiteError(f"{where}: {key}: missing", "is this file in the format you named?")
+    return record[key]
+
+
+# --------------------------------------------------------------------------- humaneval
+
+
+def humaneval(records: list[Record], language: str = "python", source: str = "humaneval") -> list[Record]:
+    out = []
+    for i, r in enumerate(records):
+        where = f"{source}[{i}]"
+        task_id, prompt = _need(r, "task_id", where), _need(r, "prompt", where)
+        test, entry = _need(r, "test", where), _need(r, "entry_point", where)
+        code = test
+        if language == "python" and re.search(r"^def check\(", test, re.M) and not re.search(
+            r"^check\(", test, re.M
+        ):
+            code = f"{test}\n\ncheck({entry})\n"
+        task: Record = {
+            "id": task_id,
+            "prompt": prompt,
+            "language": language,
+            "mode": "complete",
+            "entry_point": entry,
+            "tests": [{"kind": "script", "code": code}],
+            "metadata": {"source": source, "split": "test"},
+        }
+        if r.get("canonical_solution") is not None:
+            task["reference"] = prompt + r["canonical_solution"]
+        out.append(task)
+    return out
+
+
+# --------------------------------------------------------------------------- mbpp
+
+MBPP_SPLITS = (("prompt", 1, 10), ("test", 11, 510), ("validation", 511, 600), ("train", 601, 974))
+
+
+def _mbpp_split(task_id: int) -> str:
+    for name, lo, hi in MBPP_SPLITS:
+        if lo <= task_id <= hi:
+            return name
+    return "train"
+
+
+def _called_name(assertion: str, code: str) -> str | None:
+    defined = re.findall(r"^def\s+([A-Za-z_]\w*)", code, re.M)
+    for name in re.findall(r"([A-Za-z_]\w*)\s*\(", assertion):
+        if name in defined:
+            return name
+    return defined[-1] if defined else None
+
+
+def mbpp(records: list[Record], source: str = "mbpp") -> list[Record]:
+    out = []
+    for i, r in enumerate(records):
+        where = f"{source}[{i}]"
+        task_id = int(_need(r, "task_id", where))
+        tests = list(_need(r, "test_list", where))
+        if not tests:
+            raise SuiteError(f"{where}: test_list: empty", "every MBPP task needs tests")
+        code = r.get("code")
+        text = r.get("prompt") if r.get("prompt") is not None else _need(r, "text", where)
+        setup = "\n".join(r.get("test_imports") or [])
+        if r.get("test_setup_code"):
+            setup = (setup + "\n" + r["test_setup_code"]).strip()
+        prefix = setup + "\n" if setup.strip() else ""
+        prompt = f"{text.strip()}\nYour code should pass this test:\n{tests[0].strip()}"
+        task: Record = {
+            "id": f"Mbpp/{task_id}",
+            "prompt": prompt,
+            "language": "python",
+            "mode": "instruct",
+            "tests": [{"kind": "script", "code": prefix + t} for t in tests],
+            "limits": {"timeout_s": 10},
+            "metadata": {"source": source, "split": _mbpp_split(task_id)},
+        }
+        if code:
+            task["reference"] = code
+            entry = _called_name(tests[0], code)
+            if entry:
+                task["entry_point"] = entry
+        out.append(task)
+    return out
+
+
+# --------------------------------------------------------------------------- stdio
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and value.strip()[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _first(record: Record, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if record.get(key) not in (None, "", []):
+            return record[key]
+    return None
+
+
+def _zip(inputs: Any, outputs: Any, where: str) -> list[tuple[Any, Any]]:
+    inputs, outputs = list(inputs or []), list(outputs or [])
+    if len(inputs) != len(outputs):
+        raise SuiteError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs", "each input needs its output")
+    return list(zip(inputs, outputs, strict=True))
+
+
+def _io_pairs(r: Record, where: str) -> list[tuple[Any, Any]]:
+    pairs: list[tuple[Any, Any]] = []
+    io = _maybe_json(r.get("input_output"))
+    if isinstance(io, dict) and "inputs" in io:
+        pairs += _zip(io.get("inputs"), io.get("outputs"), f"{where}: input_output")
+    for key in ("public_tests", "private_tests", "generated_tests"):
+        block = _maybe_json(r.get(key))
+        if isinstance(block, dict):
+            pairs += _zip(block.get("input"), block.get("output"), f"{where}: {key}")
+    if "inputs" in r and "outputs" in r:
+        pairs += _zip(_maybe_json(r["inputs"]), _maybe_json(r["outputs"]), where)
+    return pairs
+
+
+def _reference(r: Record) -> str | None:
+    sols = _maybe_json(r.get("solutions") if r.get("solutions") is not None else r.get("reference"))
+    if isinstance(sols, str):
+        return sols
+    if isinstance(sols, dict) and "solution" in sols:  # CodeContests: {language: [...], solution: [...]}
+        for lang, sol in zip(sols.get("language") or [], sols.get("solution") or [], strict=False):
+            if lang in (3, "PYTHON3", "python3", "python"):
+                return sol
+        return None
+    if isinstance(sols, list) and sols and isinstance(sols[0], str):
+        return sols[0]
+    return None
+
+
+def _record_id(r: Record, i: int, prefix: str) -> str:
+    value = _first(r, ("id", "task_id", "problem_id", "name", "question_id"))
+    return str(value) if value is not None else f"{prefix}/{i}"
+
+
+def stdio(records: list[Record], source: str = "stdio", float_tol: float | None = None) -> list[Record]:
+    out = []
+    for i, r in enumerate(records):
+        where = f"{source}[{i}]"
+        text = _first(r, ("prompt", "question", "description", "problem", "text", "question_content"))
+        if text is None:
+            raise SuiteError(f"{where}: problem text missing (looked for prompt, question, description, problem)",
+                             "is this a stdin/stdout problem file?")
+        pairs = _io_pairs(r, where)
+        if not pairs:
+            raise SuiteError(f"{where}: no stdin/stdout pairs (looked for input_output, public_tests, inputs/outputs)",
+                             "is this a stdin/stdout problem file?")
+        tests = []
+        for stdin, stdout in pairs:
+            stdin = "\n".join(stdin) + "\n" if isinstance(stdin, list) else str(stdin)
+            stdout = "\n".join(stdout) + "\n" if isinstance(stdout, list) else str(stdout)
+            test: Record = {"kind": "io", "stdin": stdin, "stdout": stdout}
+            if float_tol is not None:
+                test.update(compare="tokens", float_tol=float_tol)
+            tests.append(test)
+        prompt = (f"{text.strip()}\n\nWrite a complete Python program that reads the input from standard input "
+                  "and prints the answer to standard output.")
+        task: Record = {"id": _record_id(r, i, source), "prompt": prompt, "language": "python",
+                        "mode": "instruct", "tests": tests, "metadata": {"source": source}}
+        if r.get("split"):
+            task["metadata"]["split"] = r["split"]
+        ref = _reference(r)
+        if ref:
+            task["reference"] = ref
+        out.append(task)
+    return out
+
+
+# --------------------------------------------------------------------------- call
+
+
+def call(records: list[Record], source: str = "call", unwrap_outputs: bool = False) -> list[Record]:
+    """``unwrap_outputs``: expected values are wrapped in one-element lists (TACO/APPS style)."""
+    out = []
+    for i, r in enumerate(records):
+        where = f"{source}[{i}]"
+        io = _maybe_json(r.get("input_output"))
+        io = io if isinstance(io, dict) else r
+        meta = _maybe_json(r.get("metadata"))
+        fn = _first(io, ("fn_name", "func_name", "entry_point")) or (
+            meta.get("func_name") if isinstance(meta, dict) else None)
+        if not fn:
+            raise SuiteError(f"{where}: function name missing (looked for fn_name, func_name, entry_point)",
+                             "is this a functional (call-based) problem file?")
+        inputs, outputs = _maybe_json(io.get("inputs")), _maybe_json(io.get("outputs"))
+        if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs:
+            raise SuiteError(f"{where}: inputs/outputs must be non-empty lists", "one argument list per expected value")
+        tests = []
+        for args, expected in _zip(inputs, outputs, where):
+            if not isinstance(args, list):
+                args = [args]
+            if unwrap_outputs and isinstance(expected, list) and len(expected) == 1:
+                expected = expected[0]
+            tests.append({"kind": "call", "fn": fn, "args": args, "expected": expected})
+        text = _first(r, ("prompt", "question", "description", "problem", "question_content", "text"))
+        if text is None:
+            raise SuiteError(f"{where}: problem text missing", "is this a functional problem file?")
+        starter = r.get("starter_code")
+        prompt = text.strip() + (f"\n\nStart from:\n```python\n{starter.strip()}\n```" if starter else
+                                 f"\n\nWrite a Python function `{fn}` that solves this.")
+        task: Record = {"id": _record_id(r, i, source), "prompt": prompt, "language": "python",
+                        "mode": "instruct", "entry_point": fn, "tests": tests, "metadata": {"source": source}}
+        ref = _reference(r)
+        if ref:
+            task["reference"] = ref
+        out.append(task)
+    return out
+
+
+ADAPTERS: dict[str, Callable[..., list[Record]]] = {
+    "humaneval": humaneval,
+    "mbpp": mbpp,
+    "stdio": stdio,
+    "call": call,
+}
+
+
+def convert(fmt: str, src: str, **options: Any) -> list[Record]:
+    """Read ``src`` and turn it into task records with the adapter ``fmt``."""
+    if fmt not in ADAPTERS:
+        raise SuiteError(f"unknown format {fmt!r}", "formats: " + ", ".join(ADAPTERS))
+    records = read_records(src)
+    if not records:
+        raise SuiteError(f"{src} holds no records", "check the input file")
+    return ADAPTERS[fmt](records, source=Path(src).name, **options)
+
+
+def load(fmt: str, src: str, **options: Any):
+    """A suite straight from a public-format file (``FORMAT:PATH`` suite references)."""
+    from grpo_code.tasks.suite import suite_from_records
+
+    records = convert(fmt, src, **options)
+    return suite_from_records(f"{fmt}:{Path(src).name}", records, src, source=src)
+

@@ -1,0 +1,161 @@
+"""``tasks check``: run a suite's reference (and empty) solutions through the sandbox.
+
+A healthy suite has every reference pass every test and every empty solution fail every
+test (a test that an empty program passes checks nothing). Repeating the runs finds
+flaky tasks (verdicts that change between runs); durations find slow tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_code.errors import SuiteError
+from grpo_code.sandbox.types import Result, Status
+from grpo_code.tasks.extract import build_program
+from grpo_code.tasks.suite import Suite
+
+SLOW_FRACTION = 0.5
+"""A task is slow when a test takes more than this share of its time limit."""
+
+
+@dataclass
+class TaskCheck:
+    task_id: str
+    kind: str  # reference | empty | file
+    runs: list[Result] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def passed_all(self) -> bool:
+        return bool(self.runs) and all(r.status is Status.PASS for r in self.runs)
+
+    @property
+    def passed_any_test(self) -> bool:
+        return any(r.passed > 0 for r in self.runs)
+
+    @property
+    def infra(self) -> bool:
+        return any(r.status is Status.INFRA_ERROR for r in self.runs)
+
+    @property
+    def flaky(self) -> bool:
+        shapes = {tuple(t.verdict.value for t in r.tests) for r in self.runs if r.status is not Status.INFRA_ERROR}
+        return len(shapes) > 1
+
+    def max_test_ms(self) -> float:
+        return max((t.duration_ms for r in self.runs for t in r.tests), default=0.0)
+
+
+@dataclass
+class CheckReport:
+    suite: str
+    suite_hash: str
+    tasks: int
+    repeat: int
+    checks: dict[str, list[TaskCheck]]
+    slow: list[tuple[str, float]]
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"suite": self.suite, "suite_hash": self.suite_hash, "tasks": self.tasks,
+                               "repeat": self.repeat, "slow": [{"id": i, "max_test_ms": ms} for i, ms in self.slow]}
+        for kind, items in self.checks.items():
+            flaky = sorted(c.task_id for c in items if c.flaky)
+            infra = sorted(c.task_id for c in items if c.infra)
+            if kind == "empty":
+                broken = sorted(c.task_id for c in items if c.passed_any_test)
+                out["empty"] = {"checked": len(items), "failed": len(items) - len(broken), "broken": broken,
+                                "flaky": flaky, "infra_errors": infra}
+            else:
+                bad = sorted(c.task_id for c in items if not c.passed_all and c.note != "no solution")
+                missing = sorted(c.task_id for c in items if c.note == "no solution")
+                out[kind] = {"checked": len(items), "passed": len(items) - len(bad), "failed": bad,
+                             "missing": missing, "flaky": flaky, "infra_errors": infra}
+        return out
+
+    @property
+    def ok(self) -> bool:
+        s = self.summary()
+        good = True
+        if "reference" in s:
+            good &= not s["reference"]["failed"] and not s["reference"]["flaky"]
+        if "empty" in s:
+            good &= not s["empty"]["broken"] and not s["empty"]["flaky"] and not s["empty"]["infra_errors"]
+        return bool(good)
+
+
+def _solutions_file(path: Path, suite: Suite) -> dict[str, str]:
+    """``{"task_id", "completion"|"solution"}`` JSONL -> program per task (first sample wins)."""
+    if not path.is_file():
+        raise SuiteError(f"solutions file {str(path)!r} not found", "give a JSONL file of task_id + completion")
+    ids = {t.id for t in suite.tasks}
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise SuiteError(f"{path}:{lineno}: not valid JSON", "one JSON object per line") from None
+        tid = rec.get("task_id") if isinstance(rec, dict) else None
+        if tid not in ids:
+            raise SuiteError(f"{path}:{lineno}: task_id {tid!r} is not in suite {suite.name!r}",
+                             "check that the solutions belong to this suite")
+        if tid in out:
+            continue
+        if isinstance(rec.get("solution"), str):
+            out[tid] = rec["solution"]
+        elif isinstance(rec.get("completion"), str):
+            task = suite.get(tid)
+            style = "raw" if task.mode == "complete" else "chat"
+            built = build_program(task, rec["completion"], style)
+            out[tid] = built.program if built.program is not None else ""
+        else:
+            raise SuiteError(f"{path}:{lineno}: needs a 'completion' or 'solution' string", "see docs/tasks.md")
+    return out
+
+
+def check_suite(
+    suite: Suite,
+    sandbox: Any,
+    solutions: str = "both",
+    repeat: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> CheckReport:
+    """Run the chosen solutions (``both``, ``reference``, ``empty`` or a file path) ``repeat`` times."""
+    if repeat < 1:
+        raise SuiteError(f"--repeat {repeat} must be >= 1", "use --repeat 3 to look for flaky tasks")
+    kinds: dict[str, dict[str, str | None]] = {}
+    if solutions in ("both", "reference"):
+        kinds["reference"] = {t.id: t.reference for t in suite.tasks}
+    if solutions in ("both", "empty"):
+        kinds["empty"] = {t.id: (t.prompt if t.mode == "complete" else "") for t in suite.tasks}
+    if not kinds:
+        kinds["file"] = dict(_solutions_file(Path(solutions), suite))
+    checks: dict[str, list[TaskCheck]] = {k: [] for k in kinds}
+    pending = []
+    for kind, programs in kinds.items():
+        for task in suite.tasks:
+            check = TaskCheck(task.id, kind)
+            checks[kind].append(check)
+            program = programs.get(task.id)
+            if program is None:
+                check.note = "no solution"
+                continue
+            for _ in range(repeat):
+                pending.append((check, sandbox.submit(task.job(program))))
+    total = len(pending)
+    for done, (check, future) in enumerate(pending, 1):
+        check.runs.append(future.result())
+        if progress:
+            progress(done, total)
+    slow = []
+    for check in checks.get("reference", []):
+        task = suite.get(check.task_id)
+        limit_ms = (task.limits.timeout_s or sandbox.config.timeout_s) * 1000
+        if check.max_test_ms() > SLOW_FRACTION * limit_ms:
+            slow.append((check.task_id, round(check.max_test_ms(), 1)))
+    return CheckReport(suite.name, suite.content_hash(), len(suite), repeat, checks, slow)

@@ -1,0 +1,157 @@
+"""Code extraction: from a model's completion to the program the sandbox runs.
+
+Chat-style completions hold the code in a fenced block (first or last, by config), with
+prose around it; base models continue a code prefix and run on past the function. Empty
+or prose-only completions give a distinct ``no code`` outcome (``program is None``) that
+rewards can penalise instead of sending garbage to the sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Any
+
+FENCE_TAGS = {
+    "python": ("python", "python3", "py"),
+    "javascript": ("javascript", "js", "node"),
+    "cpp": ("cpp", "c++", "cc", "cxx"),
+}
+# A fence opens at the start of a line: ```tag, then the code until a closing ``` line.
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
+_CODE_START = re.compile(r"^(def |async def |class |import |from \w[\w.]* import |@\w)", re.M)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """``program`` is what runs (``None`` = no code found); ``how`` says which rule applied."""
+
+    program: str | None
+    how: str  # fenced | unfenced | continuation | none
+
+    @property
+    def ok(self) -> bool:
+        return self.program is not None
+
+
+def fenced_blocks(text: str, language: str = "python") -> list[str]:
+    """Code blocks in the language (or untagged) in order; a block cut off by the end counts."""
+    tags = FENCE_TAGS.get(language, (language,))
+    tagged, untagged = [], []
+    for match in _FENCE.finditer(text):
+        tag, body = match.group(1).lower(), match.group(2)
+        if tag in tags:
+            tagged.append(body)
+        elif not tag:
+            untagged.append(body)
+    return tagged or untagged
+
+
+def _python_prefix_that_parses(lines: list[str]) -> str | None:
+    for end in range(len(lines), 0, -1):
+        chunk = "\n".join(lines[:end]).strip("\n")
+        if not chunk.strip():
+            return None
+        try:
+            ast.parse(chunk)
+        except SyntaxError:
+            continue
+        return chunk + "\n"
+    return None
+
+
+def unfenced_code(text: str, language: str = "python") -> str | None:
+    """Code written without fences: from the first line that starts code, cut where prose starts."""
+    if language != "python":
+        match = _CODE_START.search(text)
+        return text[match.start():] if match else None
+    match = _CODE_START.search(text)
+    if not match:
+        return None
+    return _python_prefix_that_parses(text[match.start():].splitlines())
+
+
+def extract_code(text: str, language: str = "python", which: str = "last",
+                 entry_point: str | None = None) -> Extraction:
+    """The program in a chat-style completion: a fenced block, else unfenced code, else none.
+
+    With an ``entry_point`` (Python), blocks that define it win over the others, so an
+    "Example usage" block after the solution is not taken for the solution.
+    """
+    blocks = [b for b in fenced_blocks(text, language) if b.strip()]
+    if entry_point and language == "python":
+        defining = [b for b in blocks if _defines(b, entry_point)]
+        # A block cut off by the token limit does not parse; a complete one is preferred.
+        defining = [b for b in defining if _parses(b)] or defining
+        if defining:
+            return Extraction(defining[0] if which == "first" else defining[-1], "fenced")
+        code = unfenced_code(text, language)
+        if code and _defines(code, entry_point):
+            return Extraction(code, "unfenced")
+    if blocks:
+        return Extraction(blocks[0] if which == "first" else blocks[-1], "fenced")
+    code = unfenced_code(text, language)
+    if code and code.strip():
+        return Extraction(code, "unfenced")
+    return Extraction(None, "none")
+
+
+def continuation(text: str) -> str:
+    """The body a base model wrote after a code prefix: up to the first top-level line.
+
+    A function body is indented; the first non-blank line at column 0 (a new ``def``, a
+    test, ``if __name__``, prose, a closing fence) ends it.
+    """
+    out = []
+    for line in text.split("\n"):
+        if line.strip() and not line[0].isspace():
+            break
+        out.append(line)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _defines(code: str, name: str) -> bool:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name
+               for n in ast.walk(tree))
+
+
+def _header(prefix: str) -> str:
+    """Import lines of a code prefix, which chat answers often leave out."""
+    lines = [ln for ln in prefix.splitlines() if re.match(r"(import |from \w[\w.]* import )", ln)]
+    return "\n".join(lines) + "\n\n" if lines else ""
+
+
+def build_program(task: Any, completion: str, style: str = "chat", which: str = "last") -> Extraction:
+    """The program to run for ``task`` given a completion rendered in ``style``."""
+    if style == "raw" and task.mode == "complete":
+        body = continuation(completion)
+        if not body.strip():
+            return Extraction(None, "none")
+        return Extraction(task.prompt + body, "continuation")
+    if style == "raw":
+        code = completion.split("```", 1)[0]
+        if code.strip():
+            return Extraction(code.rstrip() + "\n", "continuation")
+        return extract_code(completion, task.language, which, task.entry_point)
+    found = extract_code(completion, task.language, which, task.entry_point)
+    if not found.ok or task.mode != "complete" or task.language != "python":
+        return found
+    code = found.program or ""
+    if task.entry_point and not _defines(code, task.entry_point):
+        if code.startswith((" ", "\t")):  # only the body came back: continue the prefix with it
+            return Extraction(task.prompt + code, found.how)
+        return found
+    return Extraction(_header(task.prompt) + code, found.how)

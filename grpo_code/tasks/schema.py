@@ -1,0 +1,142 @@
+"""The task record: one programming problem, its tests and how a model is prompted for it.
+
+A task is one line of a suite's ``tasks.jsonl`` (format in docs/tasks.md). Its ``tests``
+are sandbox test cases in exactly the sandbox job format, so a task plus a candidate
+program is a sandbox job (:meth:`Task.job`). Validation names the file, the line and
+the field of every problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_code.errors import SandboxError, SuiteError
+from grpo_code.sandbox.types import LANGUAGES, Job, Limits, TestCase, testcase_from_dict
+
+MODES = ("complete", "instruct")
+FIELDS = ("id", "prompt", "language", "tests", "mode", "entry_point", "reference", "limits", "metadata")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem. ``mode='complete'``: ``prompt`` is a code prefix the model continues;
+    ``mode='instruct'``: ``prompt`` is a problem statement answered with a whole program."""
+
+    id: str
+    prompt: str
+    tests: tuple[TestCase, ...]
+    language: str = "python"
+    mode: str = "instruct"
+    entry_point: str | None = None
+    reference: str | None = None
+    """A full program that passes every test (for complete mode: prefix + body)."""
+    limits: Limits = field(default_factory=Limits)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def split(self) -> str | None:
+        value = self.metadata.get("split")
+        return str(value) if value is not None else None
+
+    def job(self, program: str) -> Job:
+        """The sandbox job that runs ``program`` against this task's tests."""
+        return Job(program=program, tests=self.tests, language=self.language, limits=self.limits)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "prompt": self.prompt,
+            "language": self.language,
+            "mode": self.mode,
+            "tests": [t.to_dict() for t in self.tests],
+        }
+        if self.entry_point is not None:
+            out["entry_point"] = self.entry_point
+        if self.reference is not None:
+            out["reference"] = self.reference
+        limits = self.limits.to_dict()
+        if limits:
+            out["limits"] = limits
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def task_from_dict(
+    data: Any,
+    where: str,
+    default_language: str = "python",
+    default_mode: str = "instruct",
+    default_limits: Limits | None = None,
+) -> Task:
+    """Validate one task record; ``where`` (e.g. ``tasks.jsonl:12``) prefixes every error."""
+
+    def bad(fld: str, problem: str) -> SuiteError:
+        return SuiteError(f"{where}: {fld}: {problem}", "fix the task record; the format is in docs/tasks.md")
+
+    if not isinstance(data, dict):
+        raise bad("record", f"is {type(data).__name__}, expected a JSON object")
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise bad(unknown[0], f"unknown field (known: {', '.join(FIELDS)})")
+    for key in ("id", "prompt"):
+        if key not in data:
+            raise bad(key, "missing")
+        if not isinstance(data[key], str) or not data[key].strip():
+            raise bad(key, f"{data[key]!r} must be a non-empty string")
+    language = data.get("language", default_language)
+    if language not in LANGUAGES:
+        raise bad("language", f"{language!r} is not supported (supported: {', '.join(LANGUAGES)})")
+    mode = data.get("mode", default_mode)
+    if mode not in MODES:
+        raise bad("mode", f"{mode!r} is invalid (expected complete or instruct)")
+    for key in ("entry_point", "reference"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise bad(key, "must be a string")
+    tests_raw = data.get("tests")
+    if tests_raw is None:
+        raise bad("tests", "missing")
+    if not isinstance(tests_raw, list) or not tests_raw:
+        raise bad("tests", "must be a non-empty list of script/io/call tests")
+    tests = []
+    for i, raw in enumerate(tests_raw):
+        try:
+            tests.append(testcase_from_dict(raw, f"tests[{i}]"))
+        except SandboxError as exc:
+            raise SuiteError(f"{where}: {exc.what.removeprefix('bad job: ')}",
+                             "fix the test; test kinds are script, io and call (docs/sandbox.md)") from None
+    limits = default_limits or Limits()
+    raw_limits = data.get("limits")
+    if raw_limits is not None:
+        if not isinstance(raw_limits, dict) or set(raw_limits) - {"timeout_s", "memory_mb"}:
+            raise bad("limits", f"{raw_limits!r} must be an object with timeout_s and/or memory_mb")
+        timeout, memory = raw_limits.get("timeout_s"), raw_limits.get("memory_mb")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout <= 600):
+            raise bad("limits.timeout_s", f"{timeout!r} must be seconds in (0, 600]")
+        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 16):
+            raise bad("limits.memory_mb", f"{memory!r} must be an integer >= 16")
+        limits = Limits(
+            timeout_s=float(timeout) if timeout is not None else limits.timeout_s,
+            memory_mb=memory if memory is not None else limits.memory_mb,
+        )
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise bad("metadata", "must be an object")
+    return Task(
+        id=data["id"],
+        prompt=data["prompt"],
+        tests=tuple(tests),
+        language=language,
+        mode=mode,
+        entry_point=data.get("entry_point"),
+        reference=data.get("reference"),
+        limits=limits,
+        metadata=metadata,
+    )

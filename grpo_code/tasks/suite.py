@@ -1,0 +1,256 @@
+"""Suites: named sets of tasks that training and eval consume.
+
+A suite is referenced by
+
+- a bundled name (``demo`` -> ``tasks/demo/``) or a name found in ``tasks.paths``,
+- a path to a suite directory (``suite.yaml`` + ``tasks.jsonl``),
+- ``FORMAT:PATH``, a public-format file read through an adapter (``humaneval:HumanEval.jsonl.gz``),
+- ``package.module:function``, a Python callable returning tasks (or task records).
+
+Splits: a task's ``metadata.split`` names its split; a split may also be an id range
+``A-B`` over the number in the task ids (MBPP's customary 11-510 test range), or ``all``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_code.errors import SuiteError
+from grpo_code.sandbox.types import Limits
+from grpo_code.tasks.schema import MODES, Task, task_from_dict
+
+BUNDLED = Path(__file__).resolve().parent.parent.parent / "tasks"
+SUITE_KEYS = ("name", "description", "language", "mode", "limits", "system_prompt", "prompt_template",
+              "source", "license")
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    tasks: tuple[Task, ...]
+    description: str = ""
+    language: str = "python"
+    mode: str = "instruct"
+    limits: Limits = field(default_factory=Limits)
+    system_prompt: str | None = None
+    prompt_template: str | None = None
+    source: str | None = None
+    license: str | None = None
+    path: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def get(self, task_id: str) -> Task:
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise SuiteError(f"suite {self.name!r} has no task {task_id!r}",
+                         f"`grpo-code tasks show {self.name}` lists its ids")
+
+    @property
+    def splits(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for task in self.tasks:
+            key = task.split or "(none)"
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def split(self, name: str | None) -> Suite:
+        """The tasks of one split (a ``metadata.split`` name, an id range ``A-B`` or ``all``)."""
+        if name in (None, "", "all"):
+            return self
+        range_match = re.fullmatch(r"(\d+)-(\d+)", name)
+        if range_match:
+            lo, hi = int(range_match.group(1)), int(range_match.group(2))
+            chosen = [t for t in self.tasks if (n := _id_number(t.id)) is not None and lo <= n <= hi]
+        else:
+            chosen = [t for t in self.tasks if t.split == name]
+        if not chosen:
+            known = ", ".join(sorted(k for k in self.splits if k != "(none)")) or "none"
+            raise SuiteError(f"suite {self.name!r} has no tasks in split {name!r} (its splits: {known})",
+                             "pick one of its splits, an id range like 11-510, or all")
+        return Suite(**{**self.__dict__, "tasks": tuple(chosen)})
+
+    def content_hash(self) -> str:
+        """A hash of the task contents, stored with results so numbers name their task set."""
+        digest = hashlib.sha256()
+        for task in sorted(self.tasks, key=lambda t: t.id):
+            digest.update(task.content_hash().encode())
+        return digest.hexdigest()[:16]
+
+
+def _id_number(task_id: str) -> int | None:
+    numbers = re.findall(r"\d+", task_id)
+    return int(numbers[-1]) if numbers else None
+
+
+def _read_suite_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise SuiteError(f"{path}{line}: invalid YAML", "fix the syntax of suite.yaml") from None
+    if not isinstance(data, dict):
+        raise SuiteError(f"{path}: expected a mapping", "see docs/tasks.md for suite.yaml keys")
+    unknown = sorted(set(data) - set(SUITE_KEYS))
+    if unknown:
+        raise SuiteError(f"{path}: {unknown[0]}: unknown key (known: {', '.join(SUITE_KEYS)})",
+                         "see docs/tasks.md for suite.yaml keys")
+    if data.get("mode", "instruct") not in MODES:
+        raise SuiteError(f"{path}: mode: {data['mode']!r} is invalid", "use complete or instruct")
+    return data
+
+
+def _limits(data: Any, where: str) -> Limits:
+    if data is None:
+        return Limits()
+    if not isinstance(data, dict) or set(data) - {"timeout_s", "memory_mb"}:
+        raise SuiteError(f"{where}: limits: {data!r} must map timeout_s and/or memory_mb", "see docs/tasks.md")
+    timeout = data.get("timeout_s")
+    return Limits(timeout_s=float(timeout) if timeout is not None else None, memory_mb=data.get("memory_mb"))
+
+
+def load_suite_dir(path: Path) -> Suite:
+    """Load ``suite.yaml`` + ``tasks.jsonl`` from a directory, validating every line."""
+    meta_path, tasks_path = path / "suite.yaml", path / "tasks.jsonl"
+    if not tasks_path.is_file():
+        raise SuiteError(f"{path} is not a suite: no tasks.jsonl", "a suite directory holds suite.yaml and tasks.jsonl")
+    meta = _read_suite_yaml(meta_path) if meta_path.is_file() else {}
+    limits = _limits(meta.get("limits"), str(meta_path))
+    language = meta.get("language", "python")
+    mode = meta.get("mode", "instruct")
+    tasks = []
+    seen: dict[str, int] = {}
+    with tasks_path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{tasks_path}:{lineno}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SuiteError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})",
+                                 "each line of tasks.jsonl is one JSON object") from None
+            task = task_from_dict(record, where, language, mode, limits)
+            if task.id in seen:
+                raise SuiteError(f"{where}: id: {task.id!r} already used on line {seen[task.id]}", "ids must be unique")
+            seen[task.id] = lineno
+            tasks.append(task)
+    if not tasks:
+        raise SuiteError(f"{tasks_path} holds no tasks", "add one JSON task per line")
+    return Suite(
+        name=str(meta.get("name") or path.name),
+        tasks=tuple(tasks),
+        description=str(meta.get("description") or ""),
+        language=language,
+        mode=mode,
+        limits=limits,
+        system_prompt=meta.get("system_prompt"),
+        prompt_template=meta.get("prompt_template"),
+        source=meta.get("source"),
+        license=meta.get("license"),
+        path=str(path),
+    )
+
+
+def suite_from_records(name: str, records: Iterable[Any], where: str, **meta: Any) -> Suite:
+    """Validate task records (dicts or Tasks) produced by an adapter or a user callable;
+    ``where`` names the input in errors."""
+    tasks = []
+    seen = set()
+    for i, record in enumerate(records):
+        task = record if isinstance(record, Task) else task_from_dict(record, f"{where}[{i}]")
+        if task.id in seen:
+            raise SuiteError(f"{where}[{i}]: id: {task.id!r} is duplicated", "ids must be unique")
+        seen.add(task.id)
+        tasks.append(task)
+    if not tasks:
+        raise SuiteError(f"{where} produced no tasks", "check the input file or callable")
+    return Suite(name=name, tasks=tuple(tasks), language=tasks[0].language, mode=tasks[0].mode, path=where, **meta)
+
+
+def _search_paths(extra: Iterable[str] = ()) -> list[Path]:
+    return [Path(p).expanduser() for p in extra] + [BUNDLED]
+
+
+def list_suites(extra_paths: Iterable[str] = ()) -> list[Path]:
+    """Suite directories found in the configured paths and the bundled ``tasks/``."""
+    found = []
+    for root in _search_paths(extra_paths):
+        if root.is_dir():
+            found.extend(sorted(p for p in root.iterdir() if (p / "tasks.jsonl").is_file()))
+    return found
+
+
+def load_suite(ref: str, extra_paths: Iterable[str] = ()) -> Suite:
+    """Load a suite by bundled name, path, ``FORMAT:PATH`` or ``package.module:function``."""
+    from grpo_code.tasks import adapters
+
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        return load_suite_dir(path)
+    if path.is_file():
+        if path.name == "tasks.jsonl":
+            return load_suite_dir(path.parent)
+        raise SuiteError(f"{ref} is a file, not a suite",
+                         f"convert it with `grpo-code tasks convert FORMAT {ref} DIR` or use FORMAT:{ref}")
+    fmt, sep, rest = ref.partition(":")
+    if sep and fmt in adapters.ADAPTERS:
+        return adapters.load(fmt, rest)
+    if sep and re.fullmatch(r"[A-Za-z_][\w.]*", fmt) and rest.isidentifier():
+        return _from_callable(fmt, rest, ref)
+    for root in _search_paths(extra_paths):
+        if (root / ref / "tasks.jsonl").is_file():
+            return load_suite_dir(root / ref)
+    names = ", ".join(p.name for p in list_suites(extra_paths)) or "none"
+    raise SuiteError(
+        f"unknown suite {ref!r} (bundled/configured: {names})",
+        "give a suite name, a suite directory, FORMAT:PATH (formats: " + ", ".join(adapters.ADAPTERS)
+        + ") or package.module:function",
+    )
+
+
+def _from_callable(module_name: str, attr: str, ref: str) -> Suite:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SuiteError(f"cannot import {module_name!r} for suite {ref!r} ({exc})",
+                         "install the package or fix the module path") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise SuiteError(f"{module_name} has no callable {attr!r}", "the adapter must be a function returning tasks")
+    out = fn()
+    if isinstance(out, Suite):
+        return out
+    return suite_from_records(attr, out, ref)
+
+
+def write_suite(suite: Suite, dest: Path, extra_meta: dict[str, Any] | None = None) -> Path:
+    """Write a suite directory (``suite.yaml`` + ``tasks.jsonl``) that ``load_suite`` reads back."""
+    dest.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {"name": suite.name, "description": suite.description, "language": suite.language,
+                            "mode": suite.mode}
+    if suite.limits.to_dict():
+        meta["limits"] = suite.limits.to_dict()
+    for key in ("system_prompt", "prompt_template", "source", "license"):
+        if getattr(suite, key):
+            meta[key] = getattr(suite, key)
+    meta.update(extra_meta or {})
+    (dest / "suite.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, allow_unicode=True))
+    tmp = dest / "tasks.jsonl.partial"
+    with tmp.open("w") as fh:
+        for task in suite.tasks:
+            fh.write(json.dumps(task.to_dict(), ensure_ascii=False) + "\n")
+    tmp.rename(dest / "tasks.jsonl")
+    return dest

@@ -1,0 +1,126 @@
+"""``grpo-code tasks``: list, show, convert, check, and their errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import BENCH
+from grpo_code.cli import app
+
+runner = CliRunner()
+GOOD = {"id": "x/1", "prompt": "Write `f()` returning 1.", "entry_point": "f",
+        "tests": [{"kind": "call", "fn": "f", "args": [], "expected": 1}], "reference": "def f():\n    return 1\n"}
+
+
+def suite_dir(tmp_path: Path, records: list, raw: list[str] = ()) -> Path:
+    d = tmp_path / "s"
+    d.mkdir(exist_ok=True)
+    lines = [json.dumps(r) for r in records] + list(raw)
+    (d / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_list_and_show() -> None:
+    result = runner.invoke(app, ["tasks", "list"])
+    assert result.exit_code == 0 and "demo" in result.stdout
+    result = runner.invoke(app, ["tasks", "show", "demo", "--split", "test"])
+    assert result.exit_code == 0 and "18 tasks" in result.stdout
+    result = runner.invoke(app, ["tasks", "show", "demo", "demo/001-add"])
+    assert result.exit_code == 0
+    assert "system" in result.stdout and "```python" in result.stdout and "def add(a, b):" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "record, needle",
+    [
+        ({k: v for k, v in GOOD.items() if k != "tests"}, "tasks.jsonl:1: tests: missing"),
+        (dict(GOOD, tests=[{"kind": "fuzz"}]), "tasks.jsonl:1: tests[0].kind is 'fuzz'"),
+        (dict(GOOD, language="brainfuck"), "tasks.jsonl:1: language: 'brainfuck' is not supported"),
+        ("{oops", "tasks.jsonl:1: not valid JSON"),
+    ],
+)
+def test_bad_suites_exit_2_with_one_line(tmp_path: Path, record, needle: str) -> None:
+    d = suite_dir(tmp_path, [] if isinstance(record, str) else [record], [record] if isinstance(record, str) else [])
+    for args in (["tasks", "show", str(d)], ["tasks", "check", str(d), "--backend", "local"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+
+
+def test_unknown_suite_and_task(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["tasks", "show", "no-such-suite"])
+    assert result.exit_code == 2 and "unknown suite 'no-such-suite'" in result.stderr
+    result = runner.invoke(app, ["tasks", "show", "demo", "demo/999"])
+    assert result.exit_code == 2 and "has no task 'demo/999'" in result.stderr
+
+
+def test_check_fails_on_wrong_reference_and_on_tests_an_empty_program_passes(tmp_path: Path) -> None:
+    wrong = dict(GOOD, id="x/wrong", reference="def f():\n    return 2\n")
+    hollow = dict(GOOD, id="x/hollow", tests=[{"kind": "script", "code": "assert True"}])
+    d = suite_dir(tmp_path, [GOOD, wrong, hollow])
+    result = runner.invoke(app, ["tasks", "check", str(d), "--backend", "local", "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["reference"]["failed"] == ["x/wrong"]
+    assert report["empty"]["broken"] == ["x/hollow"]
+    assert report["reference"]["passed"] == 2 and report["tasks"] == 3
+
+
+def test_check_a_solutions_file(tmp_path: Path) -> None:
+    d = suite_dir(tmp_path, [GOOD])
+    sols = tmp_path / "samples.jsonl"
+    sols.write_text(json.dumps({"task_id": "x/1", "completion": "Sure:\n```python\ndef f():\n    return 1\n```"}) + "\n")
+    result = runner.invoke(app, ["tasks", "check", str(d), "--solutions", str(sols), "--backend", "local", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["file"]["passed"] == 1
+    sols.write_text(json.dumps({"task_id": "x/404", "solution": ""}) + "\n")
+    result = runner.invoke(app, ["tasks", "check", str(d), "--solutions", str(sols), "--backend", "local"])
+    assert result.exit_code == 2 and "task_id 'x/404' is not in suite" in result.stderr
+
+
+def test_convert_refuses_to_overwrite(tmp_path: Path, benchmarks: Path) -> None:
+    src = str(BENCH / "humaneval" / "HumanEval.jsonl.gz")
+    dst = tmp_path / "he"
+    assert runner.invoke(app, ["tasks", "convert", "humaneval", src, str(dst)]).exit_code == 0
+    again = runner.invoke(app, ["tasks", "convert", "humaneval", src, str(dst)])
+    assert again.exit_code == 2 and "--force" in again.stderr
+    assert runner.invoke(app, ["tasks", "convert", "humaneval", src, str(dst), "--force"]).exit_code == 0
+    bad = runner.invoke(app, ["tasks", "convert", "apps", src, str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "unknown format 'apps'" in bad.stderr
+
+
+def _check_json(args: list[str]) -> dict:
+    result = runner.invoke(app, ["tasks", "check", *args, "--backend", "docker", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.docker
+def test_demo_suite_checks_clean_over_three_repeats(docker_ready: None) -> None:
+    report = _check_json(["demo", "--repeat", "3"])
+    assert report["backend"] == "docker"
+    assert report["reference"]["passed"] == report["tasks"] == 60
+    assert report["empty"]["failed"] == 60
+    assert report["reference"]["flaky"] == [] and report["empty"]["flaky"] == []
+    assert report["slow"] == []
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("fmt, src, count", [
+    ("humaneval", BENCH / "humaneval" / "HumanEval.jsonl.gz", 164),
+    ("mbpp", BENCH / "mbpp" / "sanitized-mbpp.json", 427),
+    ("mbpp", BENCH / "mbpp" / "mbpp.jsonl", 974),
+])
+def test_public_benchmarks_convert_and_check(docker_ready: None, benchmarks: Path, tmp_path: Path, fmt: str, src: Path,
+                                             count: int) -> None:
+    dst = tmp_path / "suite"
+    assert runner.invoke(app, ["tasks", "convert", fmt, str(src), str(dst)]).exit_code == 0
+    report = _check_json([str(dst)])
+    assert report["tasks"] == count
+    assert report["reference"]["passed"] == count, report["reference"]["failed"][:10]
+    assert report["empty"]["failed"] == count, report["empty"]["broken"][:10]

@@ -1,0 +1,230 @@
+"""Suites: schema validation with file/line/field errors, loading, splits, adapters, prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import BENCH
+from grpo_code.errors import MissingFileError, SuiteError
+from grpo_code.sandbox.types import CallTest, ScriptTest
+from grpo_code.tasks import Task, adapters, load_suite, render, write_suite
+from grpo_code.tasks.suite import suite_from_records
+
+HUMANEVAL = BENCH / "humaneval" / "HumanEval.jsonl.gz"
+MBPP = BENCH / "mbpp" / "mbpp.jsonl"
+MBPP_SANITIZED = BENCH / "mbpp" / "sanitized-mbpp.json"
+
+GOOD = {"id": "x/1", "prompt": "Write `f()` returning 1.", "entry_point": "f",
+        "tests": [{"kind": "call", "fn": "f", "args": [], "expected": 1}], "reference": "def f():\n    return 1\n",
+        "metadata": {"split": "train"}}
+
+
+def make_suite(tmp_path: Path, lines: list[str], meta: str = "name: mine\nlanguage: python\n") -> Path:
+    d = tmp_path / "mine"
+    d.mkdir(exist_ok=True)
+    (d / "suite.yaml").write_text(meta)
+    (d / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_demo_suite_is_bundled_and_valid() -> None:
+    suite = load_suite("demo")
+    assert 40 <= len(suite) <= 80
+    assert set(suite.splits) == {"train", "test"}
+    for task in suite.tasks:
+        assert task.reference and len(task.tests) >= 3, task.id
+        assert task.language == "python" and task.mode == "instruct"
+    assert len(suite.split("train")) + len(suite.split("test")) == len(suite)
+
+
+def test_suite_loads_and_splits(tmp_path: Path) -> None:
+    other = dict(GOOD, id="x/12", metadata={"split": "test"})
+    suite = load_suite(str(make_suite(tmp_path, [json.dumps(GOOD), json.dumps(other)])))
+    assert suite.name == "mine" and len(suite) == 2
+    assert [t.id for t in suite.split("test").tasks] == ["x/12"]
+    assert [t.id for t in suite.split("10-20").tasks] == ["x/12"]
+    assert len(suite.split("all")) == 2
+    with pytest.raises(SuiteError, match="no tasks in split 'valid' \\(its splits: test, train\\)"):
+        suite.split("valid")
+    assert isinstance(suite.tasks[0].tests[0], CallTest)
+
+
+def test_content_hash_changes_with_content(tmp_path: Path) -> None:
+    a = load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)])))
+    changed = dict(GOOD, tests=[{"kind": "call", "fn": "f", "args": [], "expected": 2}])
+    b = load_suite(str(make_suite(tmp_path, [json.dumps(changed)])))
+    assert a.content_hash() != b.content_hash() and len(a.content_hash()) == 16
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ({k: v for k, v in GOOD.items() if k != "prompt"}, "tasks.jsonl:2: prompt: missing"),
+        (dict(GOOD, tests=[{"kind": "shell", "cmd": "true"}]), "tasks.jsonl:2: tests[0].kind is 'shell'"),
+        (dict(GOOD, language="cobol"), "tasks.jsonl:2: language: 'cobol' is not supported"),
+        (dict(GOOD, mode="chat"), "tasks.jsonl:2: mode: 'chat' is invalid"),
+        (dict(GOOD, tests=[]), "tasks.jsonl:2: tests: must be a non-empty list"),
+        (dict(GOOD, colour="red"), "tasks.jsonl:2: colour: unknown field"),
+        (dict(GOOD, limits={"timeout_s": -1}), "tasks.jsonl:2: limits.timeout_s: -1 must be seconds"),
+        (dict(GOOD, tests=[{"kind": "call", "fn": "f", "args": []}]), "tasks.jsonl:2: tests[0].expected is missing"),
+        ("{not json", "tasks.jsonl:2: not valid JSON"),
+        (GOOD, "tasks.jsonl:2: id: 'x/1' already used on line 1"),
+    ],
+)
+def test_bad_records_name_file_line_and_field(tmp_path: Path, line, needle: str) -> None:
+    text = line if isinstance(line, str) else json.dumps(line)
+    with pytest.raises(SuiteError) as info:
+        load_suite(str(make_suite(tmp_path, [json.dumps(GOOD), text])))
+    assert needle in str(info.value)
+
+
+def test_bad_suite_yaml(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match="splits: unknown key"):
+        load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)], meta="splits: {}\n")))
+    with pytest.raises(SuiteError, match="invalid YAML"):
+        load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)], meta="a: [\n")))
+
+
+def test_unknown_suite_lists_what_exists() -> None:
+    with pytest.raises(SuiteError, match="unknown suite 'nope' \\(bundled/configured: .*demo"):
+        load_suite("nope")
+
+
+def test_suite_limits_are_task_defaults(tmp_path: Path) -> None:
+    d = make_suite(tmp_path, [json.dumps(GOOD), json.dumps(dict(GOOD, id="x/2", limits={"timeout_s": 1}))],
+                   meta="limits: {timeout_s: 7, memory_mb: 256}\n")
+    a, b = load_suite(str(d)).tasks
+    assert (a.limits.timeout_s, a.limits.memory_mb) == (7.0, 256)
+    assert (b.limits.timeout_s, b.limits.memory_mb) == (1.0, 256)
+
+
+def test_write_then_load_round_trips(tmp_path: Path) -> None:
+    suite = load_suite("demo")
+    write_suite(suite, tmp_path / "copy")
+    again = load_suite(str(tmp_path / "copy"))
+    assert again.content_hash() == suite.content_hash()
+
+
+def test_adapter_callable_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_tasks.py").write_text(
+        "def tasks():\n    return [" + repr(GOOD) + "]\n\ndef broken():\n    return [{'id': 'a'}]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [t.id for t in load_suite("my_tasks:tasks").tasks] == ["x/1"]
+    with pytest.raises(SuiteError, match=r"my_tasks:broken\[0\]: prompt: missing"):
+        load_suite("my_tasks:broken")
+    with pytest.raises(SuiteError, match="cannot import 'no_such_module'"):
+        load_suite("no_such_module:tasks")
+
+
+# ----------------------------------------------------------------- adapters on real files
+
+
+def test_humaneval_adapter(benchmarks: Path) -> None:
+    suite = load_suite(f"humaneval:{HUMANEVAL}")
+    assert len(suite) == 164 and suite.mode == "complete"
+    t = suite.get("HumanEval/0")
+    assert t.entry_point == "has_close_elements"
+    assert t.reference.startswith(t.prompt)
+    assert t.tests[0].code.rstrip().endswith("check(has_close_elements)")
+
+
+def test_mbpp_adapters_and_customary_splits(benchmarks: Path) -> None:
+    full = load_suite(f"mbpp:{MBPP}")
+    assert len(full) == 974
+    assert full.splits == {"prompt": 10, "test": 500, "validation": 90, "train": 374}
+    t = full.get("Mbpp/11")
+    assert t.entry_point == "remove_Occ" and len(t.tests) == 3
+    assert "Your code should pass this test:\nassert remove_Occ(" in t.prompt
+    assert len(full.split("11-510")) == 500
+    sanitized = load_suite(f"mbpp:{MBPP_SANITIZED}")
+    assert len(sanitized) == 427
+    with_imports = [t for t in sanitized.tasks if t.tests[0].code.startswith("import")]
+    assert with_imports, "test_imports must be prepended to the tests"
+
+
+def test_stdio_adapter(tmp_path: Path) -> None:
+    apps = {"problem_id": 7, "question": "Read two ints, print their sum.",
+            "input_output": json.dumps({"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]}),
+            "solutions": json.dumps(["a, b = map(int, input().split())\nprint(a + b)\n"])}
+    contests = {"name": "sum", "description": "Sum two ints.",
+                "public_tests": {"input": ["1 1\n"], "output": ["2\n"]},
+                "private_tests": {"input": ["2 2\n"], "output": ["4\n"]},
+                "solutions": {"language": [2, 3], "solution": ["cpp code", "print(sum(map(int, input().split())))"]}}
+    src = tmp_path / "p.jsonl"
+    src.write_text(json.dumps(apps) + "\n" + json.dumps(contests) + "\n")
+    suite = load_suite(f"stdio:{src}")
+    a, b = suite.tasks
+    assert a.id == "7" and [t.stdout for t in a.tests] == ["3\n", "7\n"] and a.reference.startswith("a, b")
+    assert b.id == "sum" and len(b.tests) == 2 and b.reference.startswith("print(sum")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "inputs": ["1"], "outputs": []}) + "\n")
+    with pytest.raises(SuiteError, match="1 inputs but 0 outputs"):
+        load_suite(f"stdio:{bad}")
+
+
+def test_call_adapter(tmp_path: Path) -> None:
+    taco = {"id": "t1", "question": "Double it.",
+            "input_output": {"fn_name": "double", "inputs": [[1], [5]], "outputs": [[2], [10]]}}
+    src = tmp_path / "c.json"
+    src.write_text(json.dumps([taco]))
+    plain = load_suite(f"call:{src}").tasks[0]
+    assert plain.tests[0].expected == [2]
+    unwrapped = adapters.call(adapters.read_records(str(src)), unwrap_outputs=True)
+    assert unwrapped[0]["tests"][1] == {"kind": "call", "fn": "double", "args": [5], "expected": 10}
+
+
+def test_parquet_input(tmp_path: Path, benchmarks: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = adapters.read_records(str(MBPP))[:5]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "m.parquet")
+    assert len(load_suite(f"mbpp:{tmp_path / 'm.parquet'}")) == 5
+
+
+def test_missing_input_file() -> None:
+    with pytest.raises(MissingFileError):
+        adapters.convert("mbpp", "/nonexistent/file.jsonl")
+
+
+def test_wrong_format_for_file(benchmarks: Path) -> None:
+    with pytest.raises(SuiteError, match=r"mbpp.jsonl\[0\]: prompt: missing \(is this file in the format"):
+        adapters.convert("humaneval", str(MBPP))
+
+
+# ----------------------------------------------------------------- prompts
+
+
+def test_chat_prompt_asks_for_one_fenced_block() -> None:
+    task = load_suite("demo").tasks[0]
+    p = render(task, "chat")
+    assert [m["role"] for m in p.messages] == ["system", "user"]
+    assert task.prompt in p.messages[1]["content"] and "```python" in p.messages[1]["content"]
+    assert render(task, "chat") == p  # deterministic
+    custom = render(task, "chat", system_prompt="Be brief.", prompt_template="Task: {prompt}")
+    assert custom.for_trl() == [{"role": "system", "content": "Be brief."},
+                                {"role": "user", "content": f"Task: {task.prompt}"}]
+    assert [m["role"] for m in render(task, "chat", system_prompt="").messages] == ["user"]
+
+
+def test_raw_prompts() -> None:
+    complete = Task("c", "def f():\n", (ScriptTest("assert f() is None"),), mode="complete")
+    assert render(complete, "raw").for_trl() == "def f():\n"
+    instruct = Task("i", "Write f.", (ScriptTest("assert f()"),))
+    assert render(instruct, "raw").text.endswith("```python\n")
+
+
+def test_bad_template_is_a_user_error() -> None:
+    task = load_suite("demo").tasks[0]
+    with pytest.raises(SuiteError, match="cannot be filled"):
+        render(task, "chat", prompt_template="{question}")
+    with pytest.raises(SuiteError, match="unknown prompt style"):
+        render(task, "fancy")
+
+
+def test_records_from_python() -> None:
+    suite = suite_from_records("inline", [GOOD], "inline")
+    assert suite.tasks[0].tests[0] == CallTest(fn="f", args=(), expected=1)
