@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from grpo_code import __version__
-from grpo_code.cli import config_cmd, models_cmd, sandbox_cmd, tasks_cmd
+from grpo_code.cli import config_cmd, eval_cmd, models_cmd, sandbox_cmd, tasks_cmd
 from grpo_code.cli.common import command
 from grpo_code.errors import NotImplementedYetError
 
@@ -61,12 +61,7 @@ def train(config: ConfigArg = None, overrides: OverridesArg = None) -> None:
     )
 
 
-@command(app, "eval")
-def evaluate(
-    models: Annotated[list[str] | None, typer.Argument(help="Model short names, hub ids or directories.")] = None,
-) -> None:
-    """Measure pass@k of models or checkpoints on a task suite."""
-    raise NotImplementedYetError("`grpo-code eval` is not implemented yet", "it lands after the sandbox and suites")
+command(app, "eval")(eval_cmd.evaluate)
 
 
 @command(app, "report")

@@ -61,7 +61,10 @@ class Sample:
 
 def default_data() -> Path | None:
     env = os.environ.get("GRPO_CODE_HUMANEVAL")
-    for path in [Path(env)] if env else [SHARED_HUMANEVAL]:
+    bench = os.environ.get("GRPO_CODE_BENCHMARKS")
+    candidates = [Path(env)] if env else []
+    candidates += [Path(bench) / "humaneval" / "HumanEval.jsonl.gz"] if bench else [SHARED_HUMANEVAL]
+    for path in candidates:
         if path.is_file():
             return path
     return None

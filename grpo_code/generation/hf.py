@@ -1,0 +1,87 @@
+"""The transformers backend: batched, seeded ``generate`` on CPU or GPU.
+
+Prompts are processed in fixed chunks of ``batch_size // n`` prompts; each chunk is
+seeded from (seed, chunk index), so the same prompts, settings and seed give the same
+completions, whether or not an earlier run was interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from grpo_code.errors import ModelError
+from grpo_code.generation.base import Progress, ResolvedModel, Sampling
+from grpo_code.tasks.prompts import Prompt
+
+DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+class HFGenerator:
+    def __init__(self, model: ResolvedModel, dtype: str = "auto", batch_size: int = 8, device: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.name = model.name
+        self.batch_size = max(1, batch_size)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype == "auto":
+            torch_dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
+        else:
+            torch_dtype = getattr(torch, DTYPES[dtype])
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer_path)
+            self.model = AutoModelForCausalLM.from_pretrained(model.path, dtype=torch_dtype)
+        except OSError as exc:
+            raise ModelError(f"cannot load model {model.name!r} ({str(exc).splitlines()[0]})",
+                             "check the name or path; `grpo-code models list` shows cached models") from None
+        if model.adapter:
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, model.adapter).merge_and_unload()
+        self.model.to(self.device).eval()
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.style = "chat" if self.tokenizer.chat_template else "raw"
+
+    def text(self, prompt: Prompt) -> str:
+        if prompt.style == "chat":
+            return self.tokenizer.apply_chat_template(list(prompt.messages), add_generation_prompt=True, tokenize=False)
+        return prompt.text
+
+    def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
+                 progress: Progress | None = None) -> list[list[str]]:
+        import torch
+
+        per_chunk = max(1, self.batch_size // sampling.n)
+        out: list[list[str]] = []
+        for start in range(0, len(prompts), per_chunk):
+            chunk = prompts[start:start + per_chunk]
+            out.extend(self._chunk(chunk, sampling, seed * 1_000_003 + start // per_chunk, torch))
+            if progress:
+                progress(len(chunk))
+        return out
+
+    def _chunk(self, chunk: Sequence[Prompt], sampling: Sampling, seed: int, torch: Any) -> list[list[str]]:
+        texts = [self.text(p) for p in chunk]
+        # Chat templates already hold the BOS token; do not add special tokens twice.
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True,
+                             add_special_tokens=chunk[0].style != "chat").to(self.device)
+        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_new_tokens, "num_return_sequences": sampling.n,
+                                  "pad_token_id": self.tokenizer.pad_token_id}
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+        else:
+            kwargs.update(do_sample=False)
+        if sampling.stop:
+            kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            ids = self.model.generate(**enc, **kwargs)
+        new = ids[:, enc["input_ids"].shape[1]:]
+        decoded = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        return [decoded[i * sampling.n:(i + 1) * sampling.n] for i in range(len(chunk))]
+
+    def close(self) -> None:
+        self.model = None

@@ -1,0 +1,90 @@
+"""The OpenAI-compatible backend: chat or completions requests to a running server.
+
+Works with vLLM's ``vllm serve``, SGLang and anything speaking the same HTTP API. Requests
+run concurrently; connection errors, 429 and 5xx answers are retried with backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from grpo_code.errors import GrpoCodeError
+from grpo_code.generation.base import Progress, Sampling
+from grpo_code.tasks.prompts import Prompt
+
+
+class OpenAIGenerator:
+    style = "chat"
+
+    def __init__(self, model: str, base_url: str, concurrency: int = 8, retries: int = 3, timeout_s: float = 300,
+                 api_key: str | None = None):
+        import os
+
+        self.name = model
+        self.base_url = base_url.rstrip("/")
+        self.concurrency = concurrency
+        self.retries = retries
+        self.timeout_s = timeout_s
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY", "")
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last = ""
+        for attempt in range(self.retries + 1):
+            req = urllib.request.Request(f"{self.base_url}{path}", data=data, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    return json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                last = f"HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}"
+                if exc.code != 429 and exc.code < 500:
+                    break
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                last = str(getattr(exc, "reason", exc))
+            if attempt < self.retries:
+                time.sleep(min(8.0, 0.5 * 2**attempt))
+        raise GrpoCodeError(f"generation server {self.base_url} failed: {last}",
+                            "check that the server runs and serves this model (generation.server_url)")
+
+    def _one(self, prompt: Prompt, sampling: Sampling, seed: int) -> list[str]:
+        body: dict[str, Any] = {"model": self.name, "n": sampling.n, "temperature": sampling.temperature,
+                                "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens, "seed": seed}
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        texts: list[str] = []
+        while len(texts) < sampling.n:  # some servers ignore n > 1
+            body["n"] = sampling.n - len(texts)
+            if prompt.style == "chat":
+                out = self._post("/chat/completions", {**body, "messages": list(prompt.messages)})
+                got = [c["message"]["content"] or "" for c in out.get("choices", [])]
+            else:
+                out = self._post("/completions", {**body, "prompt": prompt.text})
+                got = [c.get("text", "") for c in out.get("choices", [])]
+            if not got:
+                raise GrpoCodeError(f"generation server {self.base_url} returned no choices", "check the server log")
+            texts.extend(got)
+            body["seed"] = seed + len(texts)
+        return texts[: sampling.n]
+
+    def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
+                 progress: Progress | None = None) -> list[list[str]]:
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            futures = [pool.submit(self._one, p, sampling, seed * 1_000_003 + i) for i, p in enumerate(prompts)]
+            out = []
+            for fut in futures:
+                out.append(fut.result())
+                if progress:
+                    progress(1)
+        return out
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,273 @@
+"""Eval: pass@k statistics, samples files, resumable model evals, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import BENCH
+from grpo_code.cli import app
+from grpo_code.config import SandboxConfig
+from grpo_code.evaluate import EvalError, EvalSettings, bootstrap_ci, eval_model, pass_at_k
+from grpo_code.generation.base import Sampling
+from grpo_code.sandbox import Sandbox
+from grpo_code.tasks import load_suite
+from grpo_code.tasks.prompts import Prompt
+
+runner = CliRunner()
+HUMANEVAL = BENCH / "humaneval" / "HumanEval.jsonl.gz"
+
+
+@pytest.mark.parametrize("n, c, k", [(5, 0, 1), (5, 5, 3), (10, 3, 1), (10, 3, 5), (6, 2, 6), (4, 1, 2)])
+def test_pass_at_k_matches_the_combinatorial_definition(n: int, c: int, k: int) -> None:
+    # P(at least one correct among k drawn without replacement from n with c correct)
+    draws = list(itertools.combinations([1] * c + [0] * (n - c), k))
+    expected = sum(any(d) for d in draws) / len(draws)
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+    assert pass_at_k(n, c, 1) == pytest.approx(c / n)
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_deterministic() -> None:
+    values = [0.0] * 30 + [1.0] * 10
+    lo, hi = bootstrap_ci(values)
+    assert lo < 0.25 < hi and (lo, hi) == bootstrap_ci(values)
+    assert bootstrap_ci([1.0] * 5) == (1.0, 1.0)
+
+
+def _samples(tmp_path: Path, records: list[dict]) -> Path:
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _eval_samples(path: Path, suite: str, out: Path, *extra: str):
+    return runner.invoke(app, ["eval", "--samples", str(path), "--tasks", suite, "--out", str(out), "--k", "1",
+                               "--sandbox", "local", *extra])
+
+
+def test_samples_file_local_backend(tmp_path: Path) -> None:
+    demo = load_suite("demo").split("test")
+    records = [{"task_id": t.id, "solution": t.reference} for t in demo.tasks]
+    records += [{"task_id": t.id, "completion": "I don't know."} for t in demo.tasks]
+    result = _eval_samples(_samples(tmp_path, records), "demo", tmp_path / "out", "--k", "1,2")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["pass_at_k"]["1"] == pytest.approx(0.5) and summary["pass_at_k"]["2"] == 1.0
+    assert summary["n"] == 2 and summary["tasks"] == 18 and summary["verdicts"]["no_code"] == 18
+    assert summary["suite_hash"] == demo.content_hash()
+    assert set(summary) >= {"pass_at_k", "ci95", "n", "tasks", "suite_hash"}
+    lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 36
+
+
+@pytest.mark.parametrize("records, needle", [
+    ([{"task_id": "HumanEval/0", "solution": ""}], "task_id 'HumanEval/0' is not in suite 'demo'"),
+    ([{"task_id": "demo/001-add"}], "needs a 'completion' or 'solution' string"),
+])
+def test_bad_samples_are_one_line_errors(tmp_path: Path, records, needle: str) -> None:
+    result = _eval_samples(_samples(tmp_path, records), "demo", tmp_path / "out")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and needle in result.stderr
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_k_larger_than_n_is_refused(tmp_path: Path) -> None:
+    path = _samples(tmp_path, [{"task_id": "demo/001-add", "solution": "def add(a, b):\n    return a + b\n"}])
+    result = _eval_samples(path, "demo", tmp_path / "out", "--k", "1,5", "--split", "all")
+    assert result.exit_code == 2 and "k=5 is larger than n=1" in result.stderr
+    result = runner.invoke(app, ["eval", "smollm2-135m-instruct", "--n", "2", "--k", "4", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "k=4 is larger than n=2" in result.stderr
+
+
+def test_missing_model_is_a_user_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval", "./no/such/model", "--n", "1", "--k", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "model './no/such/model' not found" in result.stderr
+
+
+@pytest.mark.docker
+def test_humaneval_references_pass_and_swapped_references_fail(docker_ready: None, benchmarks: Path, tmp_path: Path) -> None:
+    suite = f"humaneval:{HUMANEVAL}"
+    tasks = load_suite(suite).tasks
+    right = [{"task_id": t.id, "solution": t.reference} for t in tasks]
+    swapped = [{"task_id": t.id, "solution": tasks[(i + 1) % len(tasks)].reference} for i, t in enumerate(tasks)]
+    bodies = [{"task_id": t.id, "completion": t.reference[len(t.prompt):]} for t in tasks]  # HumanEval's own format
+    for records, expected, name in ((right, 1.0, "right"), (swapped, 0.0, "swapped"), (bodies, 1.0, "bodies")):
+        out = tmp_path / name
+        result = runner.invoke(app, ["eval", "--samples", str(_samples(tmp_path, records)), "--tasks", suite,
+                                     "--out", str(out), "--k", "1", "--sandbox", "docker"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["pass_at_k"]["1"] == expected and summary["tasks"] == 164, name
+
+
+# ------------------------------------------------------------------ resumable model evals
+
+
+class FakeGenerator:
+    """Deterministic in (prompt, seed): answers the reference for even seeds, prose otherwise."""
+
+    style = "chat"
+    name = "fake"
+
+    def __init__(self, suite, fail_after: int | None = None):
+        self.by_prompt = {t.prompt: t.reference for t in suite.tasks}
+        self.calls = 0
+        self.fail_after = fail_after
+
+    def generate(self, prompts: list[Prompt], sampling: Sampling, seed: int = 0, progress=None) -> list[list[str]]:
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C mid-eval
+        self.calls += 1
+        out = []
+        for p in prompts:
+            ref = next(r for q, r in self.by_prompt.items() if q in p.messages[-1]["content"])
+            out.append([f"```python\n{ref}```" if (seed + i + len(ref)) % 3 else "no idea" for i in range(sampling.n)])
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def _settings(suite, **kw) -> EvalSettings:
+    base = dict(model="fake", suite=suite.name, suite_hash=suite.content_hash(), split="test", n=3,
+                temperature=0.8, top_p=1.0, max_new_tokens=64, seed=7, backend="hf", batch_size=6, style="chat")
+    return EvalSettings(**{**base, **kw})
+
+
+def test_killed_eval_resumes_to_the_same_summary(tmp_path: Path) -> None:
+    suite = load_suite("demo").split("test")
+    with Sandbox(SandboxConfig(backend="local"), quiet=True) as sb:
+        whole = eval_model(lambda: FakeGenerator(suite), _settings(suite), suite, [1, 3], tmp_path / "a", sb)
+        with pytest.raises(KeyboardInterrupt):
+            eval_model(lambda: FakeGenerator(suite, fail_after=4), _settings(suite), suite, [1, 3], tmp_path / "b", sb)
+        assert not (tmp_path / "b" / "summary.json").exists()
+        with (tmp_path / "b" / "samples.jsonl").open("a") as fh:
+            fh.write('{"task_id": "demo/0')  # a torn line from the kill
+        resumed_gen = FakeGenerator(suite)
+        resumed = eval_model(lambda: resumed_gen, _settings(suite), suite, [1, 3], tmp_path / "b", sb)
+    assert resumed_gen.calls == math.ceil(len(suite) / 2) - 4  # only the missing chunks were generated
+    for key in ("pass_at_k", "ci95", "per_task", "verdicts", "suite_hash"):
+        assert resumed[key] == whole[key], key
+    assert 0 < whole["pass_at_k"]["1"] < 1
+
+
+def test_changed_settings_are_refused_naming_the_keys(tmp_path: Path) -> None:
+    suite = load_suite("demo").split("test")
+    with Sandbox(SandboxConfig(backend="local"), quiet=True) as sb:
+        eval_model(lambda: FakeGenerator(suite), _settings(suite), suite, [1], tmp_path, sb)
+        with pytest.raises(EvalError, match=r"other settings \(n: 3 -> 4; temperature: 0.8 -> 0.2\)"):
+            eval_model(lambda: FakeGenerator(suite), _settings(suite, n=4, temperature=0.2), suite, [1], tmp_path, sb)
+
+
+# ------------------------------------------------------------------ generation backends
+
+
+class _Handler(BaseHTTPRequestHandler):
+    calls: list[dict] = []
+    fail_first = True
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append({"path": self.path, **body})
+        if type(self).fail_first:
+            type(self).fail_first = False
+            self.send_response(503)
+            self.end_headers()
+            return
+        if self.path.endswith("/chat/completions"):
+            choices = [{"message": {"content": "```python\ndef add(a, b):\n    return a + b\n```"}}]  # one, not n
+        else:
+            choices = [{"text": "    return a + b\n"} for _ in range(body["n"])]
+        data = json.dumps({"choices": choices}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_openai_backend_retries_and_fills_n(tmp_path: Path) -> None:
+    from grpo_code.generation.openai import OpenAIGenerator
+
+    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        gen = OpenAIGenerator("m", f"http://127.0.0.1:{server.server_port}/v1", retries=2)
+        chat = Prompt("chat", messages=({"role": "user", "content": "add"},))
+        raw = Prompt("raw", text="def add(a, b):\n")
+        out = gen.generate([chat, raw], Sampling(n=3, max_new_tokens=16))
+    finally:
+        server.shutdown()
+    assert len(out[0]) == 3 and all("def add" in t for t in out[0])
+    assert out[1] == ["    return a + b\n"] * 3
+    paths = [c["path"] for c in _Handler.calls]
+    assert paths.count("/v1/chat/completions") == 4  # one 503 retried, then n filled one by one
+    assert [c["prompt"] for c in _Handler.calls if c["path"] == "/v1/completions"] == ["def add(a, b):\n"]
+
+
+def test_openai_backend_unreachable_is_a_user_error() -> None:
+    from grpo_code.errors import GrpoCodeError
+    from grpo_code.generation.openai import OpenAIGenerator
+
+    gen = OpenAIGenerator("m", "http://127.0.0.1:9/v1", retries=0)
+    with pytest.raises(GrpoCodeError, match="generation server http://127.0.0.1:9/v1 failed"):
+        gen.generate([Prompt("raw", text="x")], Sampling(n=1))
+
+
+def test_hf_backend_is_seeded_and_loads_lora_adapters(demo_model_dir: Path, tmp_path: Path) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from grpo_code.generation.base import load_generator, resolve
+
+    base = AutoModelForCausalLM.from_pretrained(demo_model_dir)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():  # a large, fixed update so the adapter surely changes greedy outputs
+        for name, param in peft_model.named_parameters():
+            if "lora_" in name:
+                param.fill_(0.05)
+    peft_model.save_pretrained(tmp_path / "adapter")
+    cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    cfg["base_model_name_or_path"] = "smollm2-135m-instruct"  # a short name resolves through the cache
+    (tmp_path / "adapter" / "adapter_config.json").write_text(json.dumps(cfg))
+    resolved = resolve(str(tmp_path / "adapter"))
+    assert resolved.path == str(demo_model_dir) and resolved.adapter == str(tmp_path / "adapter")
+
+    prompt = Prompt("chat", messages=({"role": "user", "content": "Write a Python function add(a, b)."},))
+    sampling = Sampling(n=2, temperature=0.8, max_new_tokens=12)
+    plain = load_generator("hf", "smollm2-135m-instruct", batch_size=4)
+    first = plain.generate([prompt], sampling, seed=3)
+    assert first == plain.generate([prompt], sampling, seed=3)
+    assert len(first[0]) == 2
+    adapted = load_generator("hf", str(tmp_path / "adapter"), batch_size=4)
+    merged = adapted.model.model.layers[0].self_attn.q_proj.weight
+    original = plain.model.model.layers[0].self_attn.q_proj.weight
+    assert not torch.equal(merged, original)  # the adapter was merged into the base weights
+    assert len(adapted.generate([prompt], Sampling(n=1, temperature=0.0, max_new_tokens=4))[0]) == 1
+
+
+def test_eval_cli_end_to_end_is_reproducible(demo_model_dir: Path, tmp_path: Path) -> None:
+    args = ["eval", "smollm2-135m-instruct", "--tasks", "demo", "--split", "1-3", "--n", "2", "--k", "1,2",
+            "--max-new-tokens", "48", "--backend", "hf", "--sandbox", "local"]
+    first = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, [*args, "--out", str(tmp_path / "b")])
+    assert second.exit_code == 0, second.output
+    a = tmp_path / "a" / "smollm2-135m-instruct"
+    b = tmp_path / "b" / "smollm2-135m-instruct"
+    assert (a / "samples.jsonl").read_text() == (b / "samples.jsonl").read_text()
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    assert sa["pass_at_k"] == sb["pass_at_k"] and sa["tasks"] == 3 and sa["n"] == 2
+    assert "pass@1" in first.stdout
