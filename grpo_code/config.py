@@ -135,6 +135,8 @@ class RewardModelConfig:
     """Batches timed per backend when ``backend: auto`` picks one."""
     threads: int | None = field(default=None, metadata=_bounds(1))
     """CPU threads for torch / ONNX Runtime; null = their defaults."""
+    compile: bool = False
+    """``torch`` backend on a GPU: wrap the model in ``torch.compile`` (ignored on CPU)."""
     url: str | None = None
     """``remote``: endpoint of a reward-model server (e.g. vLLM's ``/classify`` or ``/pooling``)."""
     remote_model: str | None = None
@@ -410,7 +412,14 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Load a run config from ``path`` (default ``configs/demo.yaml``) and apply overrides."""
+    """Load a run config from ``path`` (default ``configs/demo.yaml``) and apply overrides.
+
+    A ``path`` that looks like an override (``key=value``, no such file) is one: the CLI
+    allows ``grpo-code train sandbox.workers=4`` without naming the default config.
+    """
+    if path is not None and "=" in str(path) and not Path(path).exists():
+        overrides = [str(path), *(overrides or [])]
+        path = None
     source = str(path) if path is not None else str(DEFAULT_CONFIG)
     data = read_yaml(source) if path is not None or DEFAULT_CONFIG.is_file() else {}
     nested, raw, problems = parse_overrides(overrides or [])

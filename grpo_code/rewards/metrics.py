@@ -1,0 +1,59 @@
+"""Per-batch reward metrics, named as they appear in TRL's logs.
+
+``batch_metrics`` summarises one scored batch: ``tests/pass_rate`` (completions that
+passed every test, among those scored), the verdict mix (share of executed tests per
+verdict, plus the share of completions with no code and of masked ones),
+``sandbox/latency_p50_ms`` / ``p95`` over the jobs that actually ran, and
+``sandbox/cache_hit_rate`` (completions with code served without a new execution:
+cache hits and in-flight duplicates). Reward functions hand these to TRL's
+``log_metric``, which averages them over each logging step.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from grpo_code.sandbox.types import Result, Status, Verdict
+
+VERDICT_KEYS = [v.value for v in Verdict]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (``q`` in [0, 100]) of a non-empty sequence."""
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
+    """Metrics of one batch of :class:`~grpo_code.rewards.scorer.Scored` items."""
+    n = len(scored)
+    if not n:
+        return {}
+    no_code = [s for s in scored if s.source == "no_code"]
+    with_code = [s for s in scored if s.source != "no_code"]
+    results: list[Result] = [s.result for s in with_code if s.result is not None]
+    masked = sum(s.reward is None for s in scored)
+    judged = [r for r in results if r.status is not Status.INFRA_ERROR]
+    verdicts = Counter(t.verdict.value for r in judged for t in r.tests)
+    n_tests = sum(verdicts.values())
+    out = {
+        "tests/pass_rate": sum(r.status is Status.PASS for r in judged) / max(1, n - masked),
+        "tests/no_code": len(no_code) / n,
+        "tests/masked": masked / n,
+    }
+    for key in VERDICT_KEYS:
+        if key != "pass":
+            out[f"tests/{key}"] = verdicts.get(key, 0) / n_tests if n_tests else 0.0
+    executed = [s.result.duration_ms for s in with_code if s.source == "executed" and s.result is not None]
+    out["sandbox/executed"] = float(len(executed))
+    if executed:
+        out["sandbox/latency_p50_ms"] = percentile(executed, 50)
+        out["sandbox/latency_p95_ms"] = percentile(executed, 95)
+    if with_code:
+        out["sandbox/cache_hit_rate"] = sum(s.source in ("cache", "inflight") for s in with_code) / len(with_code)
+    return out

@@ -1,0 +1,492 @@
+"""Rewards without Docker or models: reward modes, masking, blending, cache keys, the scorer
+(early submission, in-flight sharing, cache across steps) and the TRL reward function."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from grpo_code.config import RewardModelConfig, RewardsConfig, RewardTestsConfig, SandboxConfig, load_config
+from grpo_code.errors import RewardError
+from grpo_code.rewards import (
+    RewardCache,
+    RewardScorer,
+    blend,
+    build_reward_funcs,
+    cache_key,
+    check_masked,
+    completion_text,
+    score_result,
+    weights_for,
+)
+from grpo_code.rewards.blend import normalize_groups
+from grpo_code.rewards.metrics import percentile
+from grpo_code.rewards.model.remote import parse_scores
+from grpo_code.sandbox.types import CallTest, Job, Limits, Result, ScriptTest, Status, TestResult, Verdict
+from grpo_code.tasks import Task
+
+P, F, T, RE, CE = Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.RUNTIME_ERROR, Verdict.COMPILE_ERROR
+
+
+def result(*verdicts: Verdict, duration_ms: float = 10.0) -> Result:
+    tests = tuple(TestResult(v) for v in verdicts)
+    passed = sum(v is P for v in verdicts)
+    return Result(Status.PASS if passed == len(tests) else Status.FAIL, passed, len(tests), tests, duration_ms)
+
+
+INFRA = Result.infra_error(3, "container died")
+
+
+# --------------------------------------------------------------------------- verifiable reward
+
+
+def test_pass_fraction_is_default_and_partial():
+    cfg = RewardTestsConfig()
+    assert cfg.mode == "pass_fraction"
+    assert score_result(result(P, P, F, T), cfg) == 0.5
+    assert score_result(result(P, P, P), cfg) == 1.0
+    assert score_result(result(F, RE, T), cfg) == 0.0
+
+
+def test_all_or_nothing():
+    cfg = RewardTestsConfig(mode="all_or_nothing")
+    assert score_result(result(P, P, F), cfg) == 0.0
+    assert score_result(result(P, P, P), cfg) == 1.0
+
+
+def test_weighted_mode_uses_task_metadata_weights():
+    cfg = RewardTestsConfig(mode="weighted")
+    task = Task("t", "p", (ScriptTest("pass"),) * 3, metadata={"test_weights": [1, 1, 2]})
+    weights = weights_for(task, cfg)
+    assert weights == (1.0, 1.0, 2.0)
+    assert score_result(result(P, P, F), cfg, weights) == 0.5
+    assert score_result(result(F, F, P), cfg, weights) == 0.5
+    assert score_result(result(P, F, P), cfg, weights) == 0.75
+    # no weights in the task: every test weighs 1 (= pass_fraction)
+    plain = Task("u", "p", (ScriptTest("pass"),) * 3)
+    assert weights_for(plain, cfg) is None
+    assert score_result(result(P, F, F), cfg, None) == pytest.approx(1 / 3)
+    # other modes ignore the weights
+    assert weights_for(task, RewardTestsConfig()) is None
+
+
+@pytest.mark.parametrize("bad", [[1, 2], [1, -1, 1], [0, 0, 0], "abc", [1, True, 1]])
+def test_weighted_mode_rejects_bad_weights(bad):
+    task = Task("t", "p", (ScriptTest("pass"),) * 3, metadata={"test_weights": bad})
+    with pytest.raises(RewardError, match="test_weights"):
+        weights_for(task, RewardTestsConfig(mode="weighted"))
+
+
+def test_no_code_compile_error_and_infra_values():
+    cfg = RewardTestsConfig(no_code=-0.5, compile_error=-0.25)
+    assert score_result(None, cfg) == -0.5
+    assert score_result(result(CE, CE, CE), cfg) == -0.25
+    assert score_result(INFRA, cfg) is None
+    assert score_result(INFRA, RewardTestsConfig(mode="all_or_nothing")) is None
+
+
+def test_masking_rule_counts_and_raises_over_threshold():
+    assert check_masked([1.0, None, 0.0, 0.5], 0.25) == 1
+    with pytest.raises(RewardError) as info:
+        check_masked([1.0, None, None, 0.5], 0.25, ["container died", "container died", "socket closed"])
+    message = str(info.value)
+    assert "2 of 4" in message and "max_masked_frac=0.25" in message
+    assert "container died | socket closed" in message
+    assert check_masked([None] * 4, 1.0) == 4
+    with pytest.raises(RewardError):
+        check_masked([None, 1.0], 0.0)
+
+
+# --------------------------------------------------------------------------- blending
+
+
+def test_group_normalisation_bounds_model_influence():
+    raw = [1000.0, -1000.0, 0.0, 5.0, 5.0, None]
+    norm = normalize_groups(raw, [[0, 1, 2], [3, 4, 5]])
+    assert norm[:3] == [0.5, -0.5, 0.0]
+    assert norm[3:] == [0.0, 0.0, None]
+    tests = [0.0, 0.0, 0.0, 1.0, 0.5, 1.0]
+    out = blend(tests, raw, ["a", "a", "a", "b", "b", "b"], weight=0.2, mode="sum")
+    assert out == pytest.approx([0.1, -0.1, 0.0, 1.0, 0.5, 1.0])
+    assert all(abs(o - t) <= 0.1 + 1e-12 for o, t in zip(out, tests))
+
+
+def test_sum_without_normalisation_uses_raw_scale():
+    out = blend([0.5, 0.5], [10.0, -10.0], ["a", "a"], weight=0.1, normalize="none")
+    assert out == pytest.approx([1.5, -0.5])
+
+
+def test_blend_keeps_masked_and_tolerates_missing_model_scores():
+    out = blend([None, 0.5, 1.0], [3.0, None, 1.0], ["a", "a", "a"], weight=1.0)
+    assert out[0] is None
+    assert out[1] == 0.5  # no model score: the test reward stands
+    assert out[2] == 1.0  # alone in its group with a score: centred to 0
+
+
+def test_gate_only_breaks_ties():
+    tests = [1.0, 1.0, 0.5, 0.5, 0.0, None]
+    model = [-5.0, 5.0, 100.0, -100.0, 7.0, 9.0]
+    out = blend(tests, model, ["g"] * 6, weight=10.0, mode="gate")
+    assert out[5] is None
+    assert out[1] > out[0] and out[2] > out[3]  # ties ranked by the model
+    assert min(out[0], out[1]) > max(out[2], out[3]) > out[4]  # test order never crosses
+    assert out[4] == 0.0  # a lone completion at its level gets no bonus
+    # a small weight caps the bonus below the gap
+    small = blend(tests[:4], model[:4], ["g"] * 4, weight=0.01, mode="gate")
+    assert small == pytest.approx([0.995, 1.005, 0.505, 0.495])
+
+
+def test_gate_groups_by_task():
+    out = blend([1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 2.0, 1.0], ["a", "a", "b", "b"], weight=0.1, mode="gate")
+    assert out[1] > out[0] and out[2] > out[3]
+
+
+# --------------------------------------------------------------------------- cache keys
+
+
+SB = SandboxConfig()
+JOB = Job("def f():\n    return 1\n", (CallTest("f", (), 1),), "python", Limits(timeout_s=2.0))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda j, s, i: (dataclasses.replace(j, program=j.program + " "), s, i),
+        lambda j, s, i: (dataclasses.replace(j, tests=(CallTest("f", (), 2),)), s, i),
+        lambda j, s, i: (dataclasses.replace(j, tests=(*j.tests, ScriptTest("assert f()"))), s, i),
+        lambda j, s, i: (dataclasses.replace(j, limits=Limits(timeout_s=3.0)), s, i),
+        lambda j, s, i: (dataclasses.replace(j, limits=Limits(timeout_s=2.0, memory_mb=64)), s, i),
+        lambda j, s, i: (j, dataclasses.replace(s, memory_mb=s.memory_mb * 2), i),
+        lambda j, s, i: (j, dataclasses.replace(s, max_output_kb=1), i),
+        lambda j, s, i: (j, s, "sha256:other"),
+    ],
+    ids=["program", "test-value", "test-added", "timeout", "memory", "default-memory", "output-cap", "image"],
+)
+def test_cache_key_changes_with_every_part(change):
+    base = cache_key(JOB, SB, "sha256:img")
+    job, sb, image = change(JOB, SB, "sha256:img")
+    assert cache_key(job, sb, image) != base
+
+
+def test_cache_key_equal_content_hits():
+    same = Job(str(JOB.program), tuple(CallTest("f", (), 1) for _ in range(1)), "python", Limits(timeout_s=2.0))
+    assert cache_key(same, SandboxConfig(), "sha256:img") == cache_key(JOB, SB, "sha256:img")
+    # the limits a job leaves unset resolve to the sandbox's: explicit equal values hit
+    unset = dataclasses.replace(JOB, limits=Limits())
+    explicit = dataclasses.replace(JOB, limits=Limits(timeout_s=SB.timeout_s, memory_mb=SB.memory_mb))
+    assert cache_key(unset, SB, "i") == cache_key(explicit, SB, "i")
+    # the worker count does not change a verdict
+    assert cache_key(JOB, dataclasses.replace(SB, workers=7), "i") == cache_key(JOB, SB, "i")
+
+
+def test_cache_lru_bound_and_no_infra(tmp_path: Path):
+    cache = RewardCache(max_entries=2)
+    r = result(P)
+    cache.put("a", r)
+    cache.put("b", r)
+    assert cache.get("a") == r  # a is now the most recent
+    cache.put("c", r)
+    assert cache.get("b") is None and cache.get("a") == r and cache.get("c") == r
+    assert cache.put("d", INFRA) is False and cache.get("d") is None
+    assert len(cache) == 2
+
+
+def test_cache_sqlite_survives_restart(tmp_path: Path):
+    path = tmp_path / "sub" / "rewards.sqlite"
+    first = RewardCache(10, path)
+    first.put("k", result(P, F))
+    first.put("infra", INFRA)
+    first.close()
+    second = RewardCache(10, path)
+    assert second.get("k") == result(P, F)
+    assert second.get("infra") is None
+    second.close()
+
+
+def test_cache_path_unwritable_is_a_user_error(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(RewardError, match="cache_path"):
+        RewardCache(10, blocker / "db.sqlite")
+
+
+# --------------------------------------------------------------------------- scorer with a fake sandbox
+
+
+class FakeSandbox:
+    """Futures resolved by the test: ``finish()`` runs ``judge(program)`` for each pending job."""
+
+    def __init__(self, judge, backend: str = "local"):
+        self.config = SandboxConfig(backend=backend)
+        self.backend = backend
+        self.judge = judge
+        self.pending: list[tuple[Job, Future]] = []
+        self.submitted: list[Job] = []
+
+    def submit(self, job: Job) -> Future:
+        fut: Future = Future()
+        self.pending.append((job, fut))
+        self.submitted.append(job)
+        return fut
+
+    def finish(self) -> None:
+        pending, self.pending = self.pending, []
+        for job, fut in pending:
+            fut.set_result(self.judge(job.program))
+
+
+def add_task(task_id: str = "demo/add") -> Task:
+    return Task(task_id, "Write add(a, b).", (CallTest("add", (1, 2), 3), CallTest("add", (0, 0), 0)),
+                entry_point="add")
+
+
+GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
+HALF = "```python\ndef add(a, b):\n    return 0\n```"
+PROSE = "I am not sure how to do this."
+
+
+def judge(program: str) -> Result:
+    if "return a + b" in program:
+        return result(P, P, duration_ms=20.0)
+    if "explode" in program:
+        return INFRA
+    return result(F, P, duration_ms=40.0)
+
+
+def test_scorer_shares_inflight_and_caches_across_steps():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    # same code with different prose around it is the same program
+    handles = [scorer.submit(task, c) for c in (GOOD, "Sure!\n" + GOOD, HALF, PROSE)]
+    assert [h.source for h in handles] == ["executed", "inflight", "executed", "no_code"]
+    assert len(sb.submitted) == 2
+    sb.finish()
+    scored = scorer.wait(handles)
+    assert [s.reward for s in scored] == [1.0, 1.0, 0.5, 0.0]
+    # next step: the same programs come from the cache, nothing runs
+    again = [scorer.submit(task, c) for c in (GOOD, HALF)]
+    assert [h.source for h in again] == ["cache", "cache"]
+    assert len(sb.submitted) == 2 and not sb.pending
+    assert scorer.scores(again) == [1.0, 0.5]
+    assert scorer.counts == {"no_code": 1, "cache": 2, "inflight": 1, "executed": 2}
+    assert scorer.hit_rate == pytest.approx(3 / 5)
+
+
+def test_scorer_never_caches_infra_errors():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    bad = "```python\ndef add(a, b):\n    explode()\n```"
+    h = scorer.submit(task, bad)
+    sb.finish()
+    assert scorer.scores([h]) == [None]
+    h2 = scorer.submit(task, bad)
+    assert h2.source == "executed" and len(sb.submitted) == 2
+
+
+def test_scorer_cache_disabled_runs_everything():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(cache=False), sb, image_id="img")
+    hs = [scorer.submit(add_task(), GOOD) for _ in range(3)]
+    assert [h.source for h in hs] == ["executed"] * 3 and len(sb.submitted) == 3
+
+
+def test_scorer_disk_cache_reused_by_a_new_scorer(tmp_path: Path):
+    cfg = RewardsConfig(cache_path=str(tmp_path / "c.sqlite"))
+    sb = FakeSandbox(judge)
+    first = RewardScorer(cfg, sb, image_id="img")
+    h = first.submit(add_task(), HALF)
+    sb.finish()
+    assert first.scores([h]) == [0.5]
+    first.close()
+    sb2 = FakeSandbox(judge)
+    second = RewardScorer(cfg, sb2, image_id="img")
+    assert second.submit(add_task(), HALF).source == "cache" and not sb2.submitted
+    # a different image id misses
+    third = RewardScorer(cfg, sb2, image_id="other")
+    assert third.submit(add_task(), HALF).source == "executed"
+
+
+def test_early_submission_is_claimed_not_resubmitted():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    early = scorer.submit_early(task, HALF)
+    claimed = scorer.claim(task, HALF)
+    assert claimed is early and claimed.source == "executed"
+    # a second claim of the same text has no early handle left: it shares the running job
+    assert scorer.claim(task, HALF).source == "inflight"
+    assert len(sb.submitted) == 1
+    scorer.submit_early(task, GOOD)
+    assert scorer.discard_early() == 1
+
+
+def test_completion_text_of_conversations():
+    assert completion_text("abc") == "abc"
+    assert completion_text([{"role": "assistant", "content": "x"}]) == "x"
+    parts = [{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    assert completion_text(parts) == "ab"
+
+
+def test_percentile():
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile([10.0], 95) == 10.0
+    assert percentile(list(range(101)), 95) == 95
+
+
+# --------------------------------------------------------------------------- the TRL reward function
+
+
+def chat(text: str) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": text}]
+
+
+def test_reward_function_with_trl_calling_convention():
+    sb = FakeSandbox(judge)
+    task = add_task()
+    [func] = build_reward_funcs(RewardsConfig(), sb, [task])
+    func.scorer._image_id = "img"
+    prompts = [[{"role": "user", "content": "Write add."}]] * 4
+    completions = [chat(GOOD), chat(GOOD), chat(HALF), chat(PROSE)]
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, sb.finish)
+        from trl.trainer.utils import is_async_callable
+
+        assert is_async_callable(func)
+        return await func(prompts=prompts, completions=completions, completion_ids=None,
+                          task_id=[task.id] * 4, log_metric=lambda n, v: metrics.__setitem__(n, v),
+                          log_extra=lambda c, v: extra.__setitem__(c, v), trainer_state=None)
+
+    metrics: dict[str, float] = {}
+    extra: dict[str, list] = {}
+    out = asyncio.run(run())
+    assert out == [1.0, 1.0, 0.5, 0.0]
+    assert metrics["tests/pass_rate"] == 0.5
+    assert metrics["tests/no_code"] == 0.25
+    assert metrics["tests/fail"] == pytest.approx(1 / 6)  # one failed test of six judged
+    assert metrics["sandbox/executed"] == 2
+    assert metrics["sandbox/latency_p50_ms"] == pytest.approx(30.0)
+    assert metrics["sandbox/cache_hit_rate"] == pytest.approx(1 / 3)
+    assert extra["tests_outcome"] == ["pass", "pass", "fail", "no_code"]
+
+
+def test_reward_function_masks_and_fails_loudly():
+    sb = FakeSandbox(judge)
+    task = add_task()
+    bad = "```python\ndef add(a, b):\n    explode()\n```"
+    cfg = RewardsConfig(tests=RewardTestsConfig(max_masked_frac=0.5))
+    [func] = build_reward_funcs(cfg, sb, {task.id: task})
+    func.scorer._image_id = "img"
+
+    def go(completions):
+        async def run():
+            asyncio.get_running_loop().call_later(0.02, sb.finish)
+            return await func([""] * len(completions), completions, task_id=[task.id] * len(completions))
+        return asyncio.run(run())
+
+    assert go([GOOD, bad]) == [1.0, None]  # half masked: allowed
+    with pytest.raises(RewardError, match="2 of 3 rewards"):
+        go([GOOD, bad, bad + "\n"])
+
+
+def test_reward_function_needs_task_ids():
+    [func] = build_reward_funcs(RewardsConfig(), FakeSandbox(judge), [add_task()])
+    with pytest.raises(RewardError, match="task_id"):
+        func.score_batch(["p"], ["c"])
+    with pytest.raises(RewardError, match="not in the task set"):
+        func.score_batch(["p"], ["c"], task_id=["nope"])
+
+
+def test_reward_function_blends_a_model():
+    class FixedModel:
+        tokenizer = None
+
+        def score(self, texts):
+            return [float(len(t)) for t in texts]
+
+    sb = FakeSandbox(judge)
+    task = add_task()
+    cfg = RewardsConfig(model=RewardModelConfig(path="x", weight=0.1, blend="gate"))
+    [func] = build_reward_funcs(cfg, sb, [task], model=FixedModel())
+    func.scorer._image_id = "img"
+    completions = [GOOD, GOOD + " # longer", HALF]
+
+    async def run():
+        asyncio.get_running_loop().call_later(0.02, sb.finish)
+        return await func(["p"] * 3, completions, task_id=[task.id] * 3)
+
+    out = asyncio.run(run())
+    assert out[1] > out[0] > out[2]
+    assert out[0] == pytest.approx(0.95) and out[1] == pytest.approx(1.05)  # span = weight: ±0.05
+    assert out[2] == 0.5
+
+
+def test_configs_stay_valid_and_new_keys_validate():
+    for path in Path(__file__).resolve().parent.parent.glob("configs/*.yaml"):
+        load_config(path)
+    cfg = load_config(None, ["rewards.tests.mode=weighted", "rewards.model.blend=gate", "rewards.cache_size=10"])
+    assert cfg.rewards.tests.mode == "weighted" and cfg.rewards.cache_size == 10
+    from grpo_code.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="rewards.tests.mode"):
+        load_config(None, ["rewards.tests.mode=best_of"])
+
+
+def test_parse_remote_scores():
+    assert parse_scores({"data": [{"index": 1, "probs": [0.2]}, {"index": 0, "probs": [0.9]}]}, 2) == [0.9, 0.2]
+    assert parse_scores({"data": [{"index": 0, "data": [[0.1], [0.4]]}]}, 1) == [0.4]  # per-token: last
+    assert parse_scores({"data": [{"index": 0, "score": 3}]}, 1) == [3.0]
+    with pytest.raises(ValueError):
+        parse_scores({"data": []}, 1)
+    with pytest.raises(ValueError):
+        parse_scores({"data": [{"index": 0, "label": "x"}]}, 1)
+
+
+def test_trl_calculate_rewards_runs_our_function_and_masks_none():
+    """TRL 1.16's own GRPOTrainer._calculate_rewards (on a stub trainer) calls the function,
+    turns None into NaN and collects log_metric values."""
+    import threading
+    import types
+    from collections import defaultdict
+
+    import torch
+    from accelerate import PartialState
+    from trl import GRPOTrainer
+    from trl.trainer.utils import shutdown_event_loop_in_daemon, start_event_loop_in_daemon
+
+    PartialState()  # single-process state for accelerate's gather
+    sb = FakeSandbox(judge)
+    task = add_task()
+    [func] = build_reward_funcs(RewardsConfig(), sb, [task])
+    func.scorer._image_id = "img"
+    thread, loop, ready = start_event_loop_in_daemon()
+    ready.wait()
+    stub = types.SimpleNamespace(
+        accelerator=types.SimpleNamespace(device=torch.device("cpu"), is_main_process=True),
+        state=types.SimpleNamespace(global_step=0), args=types.SimpleNamespace(report_to=[]),
+        reward_funcs=[func], reward_processing_classes=[None], reward_func_names=["code_reward"],
+        environments=None, async_loop=loop, _pending_metrics=defaultdict(list), _pending_extra=defaultdict(list),
+    )
+    stub._log_metric = lambda n, v: stub._pending_metrics[n].append(v)
+    stub._log_completion_extra = lambda c, v: stub._pending_extra[c].extend(v)
+    bad = "```python\ndef add(a, b):\n    explode()\n```"
+    completions = [chat(GOOD), chat(HALF), chat(bad), chat(PROSE)]
+    inputs = [{"prompt": [{"role": "user", "content": "Write add."}], "task_id": task.id} for _ in completions]
+    timer = threading.Timer(0.1, sb.finish)
+    timer.start()
+    try:
+        out = GRPOTrainer._calculate_rewards(stub, inputs, [i["prompt"] for i in inputs], completions, None)
+    finally:
+        timer.join()
+        shutdown_event_loop_in_daemon(thread, loop)
+    assert out[:, 0].tolist()[:2] == [1.0, 0.5] and out[3, 0].item() == 0.0
+    assert torch.isnan(out[2, 0])
+    assert stub._pending_metrics["tests/masked"] == [0.25]
+    assert stub._pending_extra["tests_outcome"] == ["pass", "fail", "masked", "no_code"]
