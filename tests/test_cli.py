@@ -75,10 +75,10 @@ def test_config_validate_names_unknown_trl_keys(tmp_path) -> None:
     assert "train.trl.learnig_rate: unknown GRPOConfig option (did you mean 'learning_rate'?)" in result.stderr
 
 
-def test_train_stops_with_a_clear_not_implemented_error() -> None:
-    result = runner.invoke(app, ["train"])
+def test_report_stops_with_a_clear_not_implemented_error() -> None:
+    result = runner.invoke(app, ["report"])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: `grpo-code train` is not implemented yet (")
+    assert result.stderr.startswith("error: `grpo-code report` is not implemented yet (")
 
 
 def test_train_rejects_bad_config_before_anything_else() -> None:

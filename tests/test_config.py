@@ -112,3 +112,16 @@ def test_resolved_config_round_trips_through_yaml(tmp_path: Path) -> None:
     cfg = load_config(None, ["sandbox.workers=5", "train.trl.max_steps=7"])
     again = load_config(write(tmp_path, cfg.to_yaml()))
     assert again == cfg
+
+
+def test_an_override_in_place_of_the_config_uses_the_default() -> None:
+    cfg = load_config("sandbox.workers=2", ["eval.n=6"])
+    assert cfg.name == "demo" and cfg.sandbox.workers == 2 and cfg.eval.n == 6
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs" / "accelerate").glob("*.yaml")), ids=lambda p: p.name)
+def test_accelerate_configs_are_valid_yaml(path: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    assert data["distributed_type"] in ("MULTI_GPU", "DEEPSPEED") and data["num_processes"] >= 2

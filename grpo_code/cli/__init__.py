@@ -50,15 +50,26 @@ OverridesArg = Annotated[
 
 
 @command(app, "train")
-def train(config: ConfigArg = None, overrides: OverridesArg = None) -> None:
-    """Train a model with GRPO on a task suite (default: the CPU demo)."""
-    from grpo_code.config import load_config
+def train(
+    config: ConfigArg = None,
+    overrides: OverridesArg = None,
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", help="Continue the run in this directory from its last checkpoint (same config).")] = None,
+) -> None:
+    """Train a model with GRPO on a task suite (default: the CPU demo, configs/demo.yaml).
 
-    cfg = load_config(config, overrides or [])
-    raise NotImplementedYetError(
-        "`grpo-code train` is not implemented yet",
-        f"config {cfg.name!r} is valid; training lands after the sandbox, suites and rewards",
-    )
+    Writes the resolved config, metrics.jsonl, completions.jsonl, checkpoints and final/
+    to the run directory (output.dir, default runs/<timestamp>-<name>).
+    """
+    from rich.console import Console
+
+    from grpo_code.train import load_run_config, run_training, summary_lines
+
+    cfg = load_run_config(config, overrides or [], resume)
+    err = Console(stderr=True)
+    summary = run_training(cfg, resume, log=lambda m: err.print(m, highlight=False), console=err)
+    for line in summary_lines(summary, cfg.tasks.suite):
+        typer.echo(line)
 
 
 command(app, "eval")(eval_cmd.evaluate)

@@ -1,0 +1,244 @@
+"""``grpo-code train``: GRPO on TRL with sandbox rewards.
+
+``run_training(config)`` builds, in order: the run directory (resolved config written
+first), the train split of the suite as a prompt dataset (``prompt`` + ``task_id``
+columns), the policy (short name, hub id or path; LoRA through ``model.peft``), the
+sandbox pool (started once, closed on exit or Ctrl-C), the reward functions from
+``rewards:``, and ``trl.GRPOConfig`` from ``train.trl`` (our generation settings fill
+what it leaves unset). Then it trains and saves ``final/``.
+
+Run directory: ``config.yaml``, ``metrics.jsonl``, ``completions.jsonl``, TensorBoard
+events (when installed), ``checkpoint-N/`` and ``final/``. ``--resume`` continues from
+the last checkpoint of a run with the same config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_code.config import RunConfig, load_config, read_yaml
+from grpo_code.errors import ConfigError, GrpoCodeError
+
+
+class TrainError(GrpoCodeError):
+    """Training cannot start or continue (bad resume, TRL refusing its settings)."""
+
+
+@dataclass
+class TrainSummary:
+    run_dir: Path
+    final_dir: Path
+    steps: int
+    reward_first: float | None
+    reward_last: float | None
+    pass_first: float | None
+    pass_last: float | None
+    wall_s: float
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: data}
+
+
+def config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ (``output.dir`` is where a run lives, not what it is)."""
+    a, b = _flatten(old), _flatten(new)
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k != "output.dir")
+
+
+def run_dir_for(cfg: RunConfig) -> Path:
+    if cfg.output.dir:
+        return Path(cfg.output.dir)
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.name}"
+
+
+def last_checkpoint(run_dir: Path) -> Path | None:
+    ckpts = [p for p in run_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
+
+
+def prepare_run(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, Path | None]:
+    """The run directory with its config written first; on resume, the same config and its last checkpoint."""
+    if resume is None:
+        run_dir = run_dir_for(cfg)
+        if (run_dir / "config.yaml").exists():
+            raise TrainError(f"{run_dir} already holds a run", "pass --resume to continue it or choose output.dir")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, dir=str(run_dir)))
+        (run_dir / "config.yaml").write_text(cfg.to_yaml())
+        return cfg, run_dir, None
+    saved_path = resume / "config.yaml"
+    if not saved_path.is_file():
+        raise TrainError(f"{resume} is not a run directory (no config.yaml)", "pass the directory of an earlier run")
+    saved = read_yaml(saved_path)
+    diff = config_diff(saved, cfg.to_dict())
+    if diff:
+        shown = ", ".join(diff[:8]) + (f" (+{len(diff) - 8} more)" if len(diff) > 8 else "")
+        raise TrainError(f"the config differs from the run in {resume}: {shown}",
+                         "resume with the same config and overrides, or start a new run")
+    checkpoint = last_checkpoint(resume)
+    if checkpoint is None:
+        raise TrainError(f"{resume} has no checkpoint to resume from", "start a new run (checkpoints are saved every train.trl.save_steps)")
+    cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, dir=str(resume)))
+    return cfg, resume, checkpoint
+
+
+def load_run_config(config: Path | None, overrides: list[str], resume: Path | None) -> RunConfig:
+    """The run config: the file + overrides, or on ``--resume`` without a file, the run's own."""
+    if resume is not None and config is None:
+        saved = resume / "config.yaml"
+        if not saved.is_file():
+            raise TrainError(f"{resume} is not a run directory (no config.yaml)", "pass the directory of an earlier run")
+        return load_config(saved, overrides)
+    return load_config(config, overrides)
+
+
+def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
+    """``trl.GRPOConfig`` from ``train.trl``; generation/sandbox settings fill what it leaves unset."""
+    from trl import GRPOConfig
+
+    gen = cfg.generation
+    report_to = [r for r in cfg.output.report_to if r != "tensorboard" or importlib.util.find_spec("tensorboard")]
+    defaults: dict[str, Any] = {
+        "output_dir": str(run_dir),
+        "seed": cfg.train.seed,
+        "max_completion_length": gen.max_new_tokens,
+        "temperature": gen.temperature,
+        "top_p": gen.top_p,
+        "logging_steps": 1,
+        "disable_tqdm": True,
+        "remove_unused_columns": False,
+        "report_to": report_to or "none",
+        "use_vllm": gen.backend == "vllm",
+        "save_only_model": False,
+    }
+    if gen.backend == "vllm":
+        defaults["vllm_mode"] = gen.vllm_mode
+        if gen.vllm_mode == "colocate":
+            defaults["vllm_gpu_memory_utilization"] = gen.vllm_gpu_memory_utilization
+        elif gen.server_url:
+            defaults["vllm_server_base_url"] = gen.server_url
+    kwargs = {**defaults, **cfg.train.trl, "output_dir": str(run_dir)}
+    try:
+        return GRPOConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError([f"train.trl: {str(exc).splitlines()[0]}"]) from None
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    return getattr(torch, name)
+
+
+def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], None] = print,
+                 console: Any = None) -> TrainSummary:
+    """Train with GRPO as configured; returns where the model went and how the reward moved."""
+    if cfg.generation.backend == "openai":
+        raise TrainError("training cannot generate through the openai backend",
+                         "use generation.backend=hf (CPU/GPU) or vllm (GPU)")
+    cfg, run_dir, checkpoint = prepare_run(cfg, resume)
+    started = time.monotonic()
+
+    import warnings
+
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, ProgressCallback
+    from transformers.utils import logging as hf_logging
+
+    # transformers' deprecation notices about its own internals (called by TRL) are not the user's business.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+    hf_logging.disable_progress_bar()
+
+    from grpo_code.generation.base import resolve
+    from grpo_code.rewards.functions import build_reward_funcs
+    from grpo_code.sandbox import Sandbox
+    from grpo_code.tasks import load_suite, render
+    from grpo_code.training.callbacks import MetricsLog, ProgressBar
+    from grpo_code.training.filter import PromptFilter
+    from grpo_code.training.trainer import GrpoCodeTrainer
+
+    suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
+    train_tasks = suite.split(cfg.tasks.train_split)
+    args = grpo_args(cfg, run_dir)
+    resolved = resolve(cfg.model.name, log)
+    if resolved.adapter:
+        raise TrainError(f"{cfg.model.name} is a LoRA adapter", "train from its base model with model.peft set")
+    tokenizer = AutoTokenizer.from_pretrained(resolved.tokenizer_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    style = "chat" if tokenizer.chat_template else "raw"
+    system_prompt = cfg.tasks.system_prompt if cfg.tasks.system_prompt is not None else suite.system_prompt
+    rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
+            for t in train_tasks.tasks]
+    dataset = Dataset.from_list(rows)
+    model = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=_dtype(cfg.model.dtype),
+                                                 trust_remote_code=cfg.model.trust_remote_code)
+    peft_config = None
+    if cfg.model.peft:
+        from peft import LoraConfig
+
+        try:
+            peft_config = LoraConfig(task_type="CAUSAL_LM", **cfg.model.peft)
+        except TypeError as exc:
+            raise ConfigError([f"model.peft: {exc}"]) from None
+
+    metrics = MetricsLog(run_dir / "metrics.jsonl")
+    prompt_filter = None
+    if cfg.train.filter.enabled:
+        prompt_filter = PromptFilter(cfg.train.filter.history, cfg.train.filter.skip_prob, cfg.train.seed)
+    with Sandbox(cfg.sandbox) as sandbox:
+        log(f"sandbox: {sandbox.backend} backend, {sandbox.workers} workers")
+        funcs = build_reward_funcs(cfg.rewards, sandbox, train_tasks, extract=cfg.tasks.extract, style=style)
+        trainer = GrpoCodeTrainer(
+            model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
+            peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
+            code_reward=funcs[0], style=style, overlap=cfg.rewards.overlap, prompt_filter=prompt_filter,
+            completions_path=run_dir / "completions.jsonl",
+        )
+        # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
+        try:
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        finally:
+            funcs[0].scorer.close()
+        final = run_dir / "final"
+        trainer.save_model(str(final))
+        tokenizer.save_pretrained(str(final))
+    rewards = metrics.rewards
+    passes = metrics.pass_rates
+    k = max(1, min(3, len(rewards) // 3))
+
+    def mean(values: list[tuple[int, float]]) -> float | None:
+        return sum(v for _, v in values) / len(values) if values else None
+
+    return TrainSummary(run_dir, final, trainer.state.global_step, mean(rewards[:k]), mean(rewards[-k:]),
+                        mean(passes[:k]), mean(passes[-k:]), time.monotonic() - started)
+
+
+def summary_lines(s: TrainSummary, suite: str) -> list[str]:
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    return [
+        f"trained {s.steps} steps in {s.wall_s / 60:.1f} min; run directory {s.run_dir}",
+        f"reward: {fmt(s.reward_first)} (first steps) -> {fmt(s.reward_last)} (last steps); "
+        f"pass rate {fmt(s.pass_first)} -> {fmt(s.pass_last)}",
+        f"model saved to {s.final_dir}",
+        f"evaluate it: grpo-code eval {s.final_dir} --tasks {suite} --n 4 --k 1,4",
+    ]
+

@@ -1,0 +1,158 @@
+"""``GRPOTrainer`` with sandbox scoring overlapped with generation, per-step timing,
+prompt filtering and a per-sample completions log.
+
+Overlap: on the transformers generation path, a batch is generated one prompt group
+at a time and each group's completions are handed to the sandbox (``submit_early``) as
+soon as they exist, so programs run while the next group is generated; the reward
+function then only waits for the tail. vLLM generates a whole batch in one call, so
+there the jobs start right after it. Logged per step:
+
+- ``timing/generate_s``: time spent generating,
+- ``timing/reward_wait_s``: time blocked on rewards after generation,
+- ``timing/sandbox_busy_s``: summed run time of the sandbox jobs executed for the step,
+- ``timing/step_s``: wall time of the whole step (generation, scoring, update).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from trl import GRPOTrainer
+
+from grpo_code.rewards.functions import CodeReward
+from grpo_code.tasks.extract import build_program
+from grpo_code.training.filter import FilteringSampler, PromptFilter
+
+
+class GrpoCodeTrainer(GRPOTrainer):
+    def __init__(self, *args: Any, code_reward: CodeReward, style: str, overlap: bool = True,
+                 prompt_filter: PromptFilter | None = None, completions_path: Path | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.code_reward = code_reward
+        self.style = style
+        self.overlap = overlap
+        self.prompt_filter = prompt_filter
+        self.completions_path = completions_path
+        self._batch_task_ids: list[str] = []
+        self._generate_s = 0.0
+        self._step_started: float | None = None
+        self.early_submitted = 0
+
+    # ----------------------------------------------------------------- sampling
+
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        if self.prompt_filter is None:
+            return super()._get_train_sampler(dataset)
+        dataset = dataset if dataset is not None else self.train_dataset
+        return FilteringSampler(
+            dataset, dataset["task_id"], self.prompt_filter,
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            seed=self.args.seed,
+        )
+
+    # ----------------------------------------------------------------- generation
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self._batch_task_ids = [x["task_id"] for x in inputs]
+        self._generate_s = 0.0
+        started = time.perf_counter()
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["timing/generate_s"].append(self._generate_s)
+        self._metrics[mode]["timing/score_and_generate_s"].append(time.perf_counter() - started)
+        if self.prompt_filter is not None and mode == "train":
+            taken, skipped = self.prompt_filter.take_counts()
+            if taken + skipped:
+                self._metrics[mode]["filter/skipped_frac"].append(skipped / (taken + skipped))
+                self._metrics[mode]["filter/generations_saved"].append(float(skipped * self.num_generations))
+        return out
+
+    def _generate(self, prompts: list) -> Any:
+        started = time.perf_counter()
+        try:
+            return super()._generate(prompts)
+        finally:
+            self._generate_s += time.perf_counter() - started
+
+    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
+                              has_tool_images: bool = False) -> Any:
+        simple = (not self.use_vllm and not self.use_transformers_continuous_batching and not multimodal_fields
+                  and images is None and len(self._batch_task_ids) == len(prompt_ids))
+        if not self.overlap or not simple:
+            completion_ids, logprobs = super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+            if self.overlap and len(self._batch_task_ids) == len(completion_ids):
+                self._submit(0, completion_ids)
+            return completion_ids, logprobs
+        group = max(1, num_generations)
+        all_ids: list[list[int]] = []
+        for start in range(0, len(prompt_ids), group):
+            ids, _ = super()._generate_single_turn(prompt_ids[start:start + group], images, multimodal_fields,
+                                                   num_generations, has_tool_images)
+            self._submit(start, ids)
+            all_ids.extend(ids)
+        return all_ids, None
+
+    def _submit(self, start: int, completion_ids: list[list[int]]) -> None:
+        """Hand finished completions to the sandbox now; the reward function claims them later."""
+        texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        for offset, text in enumerate(texts):
+            task = self.code_reward.tasks[self._batch_task_ids[start + offset]]
+            completion: Any = [{"role": "assistant", "content": text}] if self.style == "chat" else text
+            self.code_reward.scorer.submit_early(task, completion, self.style)
+            self.early_submitted += 1
+
+    # ----------------------------------------------------------------- rewards
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        started = time.perf_counter()
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        waited = time.perf_counter() - started
+        self.code_reward.scorer.discard_early()  # nothing of this batch is left to claim
+        scored = self.code_reward.last
+        busy = sum(s.result.duration_ms for s in scored if s.source == "executed" and s.result is not None) / 1000
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["timing/reward_wait_s"].append(waited)
+        self._metrics[mode]["timing/sandbox_busy_s"].append(busy)
+        totals = rewards.nansum(dim=1).tolist() if rewards.numel() else []
+        nan_rows = rewards.isnan().all(dim=1).tolist() if rewards.numel() else []
+        values = [None if nan else total for total, nan in zip(totals, nan_rows)]
+        task_ids = [x["task_id"] for x in inputs]
+        if self.prompt_filter is not None and mode == "train":
+            for start in range(0, len(values), self.num_generations):
+                self.prompt_filter.record(task_ids[start], values[start:start + self.num_generations])
+        if self.completions_path is not None and self.accelerator.is_main_process and mode == "train":
+            self._log_completions(task_ids, completions, scored, values)
+        return rewards
+
+    def _log_completions(self, task_ids: list[str], completions: list[Any], scored: list[Any],
+                         rewards: list[float | None]) -> None:
+        with self.completions_path.open("a") as fh:
+            for i, (task_id, completion) in enumerate(zip(task_ids, completions)):
+                text = completion if isinstance(completion, str) else completion[-1]["content"]
+                task = self.code_reward.tasks[task_id]
+                program = build_program(task, text, self.style, self.code_reward.scorer.extract).program
+                s = scored[i] if i < len(scored) else None
+                result = s.result if s is not None else None
+                fh.write(json.dumps({
+                    "step": self.state.global_step,
+                    "task_id": task_id,
+                    "completion": text,
+                    "program": program,
+                    "status": result.status.value if result else ("no_code" if program is None else None),
+                    "verdicts": [t.verdict.value for t in result.tests] if result else [],
+                    "reward": rewards[i],
+                }, ensure_ascii=False) + "\n")
+
+    # ----------------------------------------------------------------- steps
+
+    def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
+        started = time.perf_counter()
+        out = super().training_step(model, inputs, num_items_in_batch)
+        self._metrics["train"]["timing/step_s"].append(time.perf_counter() - started)
+        return out
