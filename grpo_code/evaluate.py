@@ -11,7 +11,8 @@ For each model, ``<out>/<model-slug>/`` holds
 - ``summary.json``: pass@k (unbiased estimator), a 95% bootstrap interval over tasks,
   per-task counts, the verdict mix and the suite's content hash.
 
-``score_samples`` does the same for an existing samples file, without a model.
+``score_samples`` does the same for an existing samples file, without a model
+(:func:`~grpo_code.tasks.samples.read_samples_file`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_code.errors import GrpoCodeError, MissingFileError
+from grpo_code.errors import GrpoCodeError
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.extract import build_program
 from grpo_code.tasks.prompts import render
+from grpo_code.tasks.samples import read_samples_file, sample_style
 from grpo_code.tasks.schema import Task
 from grpo_code.tasks.suite import Suite
 
@@ -303,39 +305,6 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
 # --------------------------------------------------------------------------- samples file
 
 
-def read_samples_file(path: Path, suite: Suite) -> list[dict[str, Any]]:
-    """``{"task_id", "completion"}`` or ``{"task_id", "solution"}`` lines (HumanEval/evalplus formats)."""
-    if not path.is_file():
-        raise MissingFileError(f"samples file {str(path)!r} not found", "give a JSONL file of task_id + completion")
-    ids = {t.id for t in suite.tasks}
-    counter: Counter = Counter()
-    out = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise EvalError(f"{path}:{lineno}: not valid JSON", "one JSON object per line") from None
-        if not isinstance(rec, dict) or not isinstance(rec.get("task_id"), str):
-            raise EvalError(f"{path}:{lineno}: task_id missing", 'each line needs "task_id"')
-        if rec["task_id"] not in ids:
-            raise EvalError(f"{path}:{lineno}: task_id {rec['task_id']!r} is not in suite {suite.name!r}",
-                            "score samples against the suite they were made for (--tasks)")
-        sample: dict[str, Any] = {"task_id": rec["task_id"], "index": counter[rec["task_id"]]}
-        if isinstance(rec.get("solution"), str):
-            sample["solution"] = rec["solution"]
-        elif isinstance(rec.get("completion"), str):
-            sample["completion"] = rec["completion"]
-        else:
-            raise EvalError(f"{path}:{lineno}: needs a 'completion' or 'solution' string", "see docs/tasks.md")
-        counter[rec["task_id"]] += 1
-        out.append(sample)
-    if not out:
-        raise EvalError(f"{path} holds no samples", "one JSON object per line")
-    return out
-
-
 def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sandbox: Any,
                   hooks: Hooks | None = None, extract: str = "last") -> dict[str, Any]:
     """pass@k of an existing samples file; only tasks present in the file count."""
@@ -347,11 +316,7 @@ def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sa
     scored = Suite(**{**suite.__dict__, "tasks": tuple(t for t in suite.tasks if t.id in present)})
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def style_of(task: Task) -> str:
-        # HumanEval-style files hold the body that continues the prefix; instruct tasks a chat answer.
-        return "raw" if task.mode == "complete" else "chat"
-
-    per_task, infra = _execute(scored, samples, out_dir / "results.jsonl", style_of, sandbox, hooks, extract)
+    per_task, infra = _execute(scored, samples, out_dir / "results.jsonl", sample_style, sandbox, hooks, extract)
     if infra:
         raise EvalError(f"{infra} samples hit sandbox infrastructure errors and were not scored",
                         "rerun the same command to retry them (finished results are kept)")

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from grpo_code.errors import GrpoCodeError, ModelError
 from grpo_code.tasks.prompts import Prompt
@@ -54,6 +54,13 @@ class ResolvedModel:
         if self.adapter and any((Path(self.adapter) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
             return self.adapter
         return self.path
+
+
+def prompt_text(tokenizer: Any, prompt: Prompt) -> str:
+    """The text a local model is fed: the chat template applied to chat prompts, raw text as is."""
+    if prompt.style == "chat":
+        return tokenizer.apply_chat_template(list(prompt.messages), add_generation_prompt=True, tokenize=False)
+    return prompt.text
 
 
 def resolve(name: str, log: Callable[[str], None] = lambda _: None) -> ResolvedModel:

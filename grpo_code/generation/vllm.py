@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
-from grpo_code.generation.base import Progress, ResolvedModel, Sampling
+from grpo_code.generation.base import Progress, ResolvedModel, Sampling, prompt_text
 from grpo_code.tasks.prompts import Prompt
 
 
@@ -43,9 +43,7 @@ class VLLMGenerator:
             self.lora = LoRARequest("adapter", 1, model.adapter)
 
     def text(self, prompt: Prompt) -> str:
-        if prompt.style == "chat":
-            return self.tokenizer.apply_chat_template(list(prompt.messages), add_generation_prompt=True, tokenize=False)
-        return prompt.text
+        return prompt_text(self.tokenizer, prompt)
 
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
                  progress: Progress | None = None) -> list[list[str]]:

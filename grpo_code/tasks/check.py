@@ -7,7 +7,6 @@ flaky tasks (verdicts that change between runs); durations find slow tasks.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.extract import build_program
+from grpo_code.tasks.samples import read_samples_file, sample_style
 from grpo_code.tasks.suite import Suite
 
 SLOW_FRACTION = 0.5
@@ -88,33 +88,17 @@ class CheckReport:
 
 
 def _solutions_file(path: Path, suite: Suite) -> dict[str, str]:
-    """``{"task_id", "completion"|"solution"}`` JSONL -> program per task (first sample wins)."""
-    if not path.is_file():
-        raise SuiteError(f"solutions file {str(path)!r} not found", "give a JSONL file of task_id + completion")
-    ids = {t.id for t in suite.tasks}
+    """Program per task from a samples file (the first sample of each task)."""
     out: dict[str, str] = {}
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
+    for sample in read_samples_file(path, suite):
+        if sample["index"] != 0:
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise SuiteError(f"{path}:{lineno}: not valid JSON", "one JSON object per line") from None
-        tid = rec.get("task_id") if isinstance(rec, dict) else None
-        if tid not in ids:
-            raise SuiteError(f"{path}:{lineno}: task_id {tid!r} is not in suite {suite.name!r}",
-                             "check that the solutions belong to this suite")
-        if tid in out:
-            continue
-        if isinstance(rec.get("solution"), str):
-            out[tid] = rec["solution"]
-        elif isinstance(rec.get("completion"), str):
-            task = suite.get(tid)
-            style = "raw" if task.mode == "complete" else "chat"
-            built = build_program(task, rec["completion"], style)
-            out[tid] = built.program if built.program is not None else ""
+        if "solution" in sample:
+            out[sample["task_id"]] = sample["solution"]
         else:
-            raise SuiteError(f"{path}:{lineno}: needs a 'completion' or 'solution' string", "see docs/tasks.md")
+            task = suite.get(sample["task_id"])
+            built = build_program(task, sample["completion"], sample_style(task))
+            out[sample["task_id"]] = built.program if built.program is not None else ""
     return out
 
 
