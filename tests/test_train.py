@@ -90,7 +90,7 @@ def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
 
 TINY = ["train.trl.max_steps=2", "train.trl.per_device_train_batch_size=4", "train.trl.num_generations=4",
         "train.trl.save_steps=1", "train.trl.learning_rate=1e-4", "generation.max_new_tokens=48",
-        "generation.temperature=1.0", "tasks.train_split=1-4", "train.seed=1"]
+        "generation.temperature=1.0", "tasks.train_split=1-4", "train.seed=1", "rewards.overlap=true"]
 
 
 def test_tiny_grpo_run_on_cpu_updates_the_model_and_writes_the_run_dir(demo_model_dir: Path, tmp_path: Path) -> None:
