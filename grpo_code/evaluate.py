@@ -152,14 +152,13 @@ def _status(result: Result | None) -> str:
 
 
 def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path, style_of: Callable[[Task], str],
-             sandbox: Any, hooks: Hooks, which: str = "last") -> tuple[dict[str, list[dict]], int]:
-    """Run every sample lacking a result; return results per task and the count of infra errors."""
+             sandbox: Any, hooks: Hooks, which: str = "last") -> dict[str, list[dict]]:
+    """Run every sample lacking a result and return the results per task. Sandbox
+    infrastructure errors are not written, and are reported once the rest is saved."""
     done = {(r["task_id"], r["index"], r.get("sample_sha")): r for r in _read_jsonl(results_path)}
-    pending = []
-    for s in samples:
-        key = (s["task_id"], s["index"], _sha(s.get("completion", "") + "\0" + s.get("solution", "")))
-        if key not in done:
-            pending.append((s, key))
+    keyed = [(s, (s["task_id"], s["index"], _sha(s.get("completion", "") + "\0" + s.get("solution", ""))))
+             for s in samples]
+    pending = [(s, key) for s, key in keyed if key not in done]
     hooks.start("execute", len(pending))
     appender = _Appender(results_path)
     infra = 0
@@ -189,12 +188,14 @@ def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path, st
             done[key] = record
     finally:
         appender.close()
-    wanted = {(s["task_id"], s["index"], _sha(s.get("completion", "") + "\0" + s.get("solution", ""))) for s in samples}
+    if infra:
+        raise EvalError(f"{infra} samples hit sandbox infrastructure errors and were not scored",
+                        "rerun the same command to retry them (finished results are kept)")
     per_task: dict[str, list[dict]] = {}
-    for key, rec in done.items():
-        if key in wanted:
-            per_task.setdefault(rec["task_id"], []).append(rec)
-    return per_task, infra
+    for _, key in keyed:
+        if key in done:
+            per_task.setdefault(key[0], []).append(done[key])
+    return per_task
 
 
 def _tally(per_task: dict[str, list[dict]]) -> tuple[dict[str, tuple[int, int]], Counter]:
@@ -291,11 +292,8 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
             appender.close()
             generator.close()
     samples = [have[(t.id, j)] for t in suite.tasks for j in range(settings.n)]
-    per_task, infra = _execute(suite, samples, out_dir / "results.jsonl", lambda t: settings.style, sandbox, hooks,
-                               settings.extract)
-    if infra:
-        raise EvalError(f"{infra} samples hit sandbox infrastructure errors and were not scored",
-                        "rerun the same command to retry them (finished results are kept)")
+    per_task = _execute(suite, samples, out_dir / "results.jsonl", lambda t: settings.style, sandbox, hooks,
+                        settings.extract)
     counts, mix = _tally(per_task)
     summary = summarize(suite, counts, ks, mix, {"model": settings.model, "settings": asdict(settings)})
     _write_json(out_dir / "summary.json", summary)
@@ -316,10 +314,7 @@ def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sa
     scored = Suite(**{**suite.__dict__, "tasks": tuple(t for t in suite.tasks if t.id in present)})
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    per_task, infra = _execute(scored, samples, out_dir / "results.jsonl", sample_style, sandbox, hooks, extract)
-    if infra:
-        raise EvalError(f"{infra} samples hit sandbox infrastructure errors and were not scored",
-                        "rerun the same command to retry them (finished results are kept)")
+    per_task = _execute(scored, samples, out_dir / "results.jsonl", sample_style, sandbox, hooks, extract)
     counts, mix = _tally(per_task)
     summary = summarize(scored, counts, ks, mix, {"model": f"samples:{path.name}", "samples_file": str(path)})
     _write_json(out_dir / "summary.json", summary)
