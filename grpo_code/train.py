@@ -68,6 +68,14 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
 
 
+def saved_config(run_dir: Path) -> Path:
+    """The ``config.yaml`` of an earlier run (a user error if there is none)."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise TrainError(f"{run_dir} is not a run directory (no config.yaml)", "pass the directory of an earlier run")
+    return path
+
+
 def prepare_run(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, Path | None]:
     """The run directory with its config written first; on resume, the same config and its last checkpoint."""
     if resume is None:
@@ -78,10 +86,7 @@ def prepare_run(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, P
         cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, dir=str(run_dir)))
         (run_dir / "config.yaml").write_text(cfg.to_yaml())
         return cfg, run_dir, None
-    saved_path = resume / "config.yaml"
-    if not saved_path.is_file():
-        raise TrainError(f"{resume} is not a run directory (no config.yaml)", "pass the directory of an earlier run")
-    saved = read_yaml(saved_path)
+    saved = read_yaml(saved_config(resume))
     diff = config_diff(saved, cfg.to_dict())
     if diff:
         shown = ", ".join(diff[:8]) + (f" (+{len(diff) - 8} more)" if len(diff) > 8 else "")
@@ -97,10 +102,7 @@ def prepare_run(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, P
 def load_run_config(config: Path | None, overrides: list[str], resume: Path | None) -> RunConfig:
     """The run config: the file + overrides, or on ``--resume`` without a file, the run's own."""
     if resume is not None and config is None:
-        saved = resume / "config.yaml"
-        if not saved.is_file():
-            raise TrainError(f"{resume} is not a run directory (no config.yaml)", "pass the directory of an earlier run")
-        return load_config(saved, overrides)
+        return load_config(saved_config(resume), overrides)
     return load_config(config, overrides)
 
 
