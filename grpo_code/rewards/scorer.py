@@ -71,6 +71,8 @@ class Scored:
     result: Result | None
     source: str
     how: str
+    program: str | None = None
+    """The extracted program that ran (None: no code)."""
 
     @property
     def error(self) -> str | None:
@@ -177,7 +179,8 @@ class RewardScorer:
     def _scored(self, handle: Handle, result: Result | None) -> Scored:
         reward = score_result(result, self.config.tests, handle.weights) if handle.future is not None \
             else score_result(None, self.config.tests)
-        return Scored(handle.task.id, reward, result, handle.source, handle.extraction.how)
+        return Scored(handle.task.id, reward, result, handle.source, handle.extraction.how,
+                      handle.extraction.program)
 
     @staticmethod
     def _result(handle: Handle, timeout: float | None) -> Result | None:

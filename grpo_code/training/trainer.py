@@ -23,7 +23,6 @@ from typing import Any
 from trl import GRPOTrainer
 
 from grpo_code.rewards.functions import CodeReward
-from grpo_code.tasks.extract import build_program
 from grpo_code.training.filter import FilteringSampler, PromptFilter
 
 
@@ -119,8 +118,11 @@ class GrpoCodeTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["timing/reward_wait_s"].append(waited)
         self._metrics[mode]["timing/sandbox_busy_s"].append(busy)
-        totals = rewards.nansum(dim=1).tolist() if rewards.numel() else []
-        nan_rows = rewards.isnan().all(dim=1).tolist() if rewards.numel() else []
+        # TRL returns the rewards of all processes; ours are this process's slice.
+        start = self.accelerator.process_index * len(prompts)
+        local = rewards[start:start + len(prompts)]
+        totals = local.nansum(dim=1).tolist() if local.numel() else []
+        nan_rows = local.isnan().all(dim=1).tolist() if local.numel() else []
         values = [None if nan else total for total, nan in zip(totals, nan_rows)]
         task_ids = [x["task_id"] for x in inputs]
         if self.prompt_filter is not None and mode == "train":
@@ -133,12 +135,10 @@ class GrpoCodeTrainer(GRPOTrainer):
     def _log_completions(self, task_ids: list[str], completions: list[Any], scored: list[Any],
                          rewards: list[float | None]) -> None:
         with self.completions_path.open("a") as fh:
-            for i, (task_id, completion) in enumerate(zip(task_ids, completions)):
+            # The reward function scored exactly these completions, in this order.
+            for task_id, completion, s, reward in zip(task_ids, completions, scored, rewards, strict=True):
                 text = completion if isinstance(completion, str) else completion[-1]["content"]
-                task = self.code_reward.tasks[task_id]
-                program = build_program(task, text, self.style, self.code_reward.scorer.extract).program
-                s = scored[i] if i < len(scored) else None
-                result = s.result if s is not None else None
+                result, program = s.result, s.program
                 fh.write(json.dumps({
                     "step": self.state.global_step,
                     "task_id": task_id,
@@ -146,7 +146,7 @@ class GrpoCodeTrainer(GRPOTrainer):
                     "program": program,
                     "status": result.status.value if result else ("no_code" if program is None else None),
                     "verdicts": [t.verdict.value for t in result.tests] if result else [],
-                    "reward": rewards[i],
+                    "reward": reward,
                 }, ensure_ascii=False) + "\n")
 
     # ----------------------------------------------------------------- steps
