@@ -1,7 +1,8 @@
 """Time blocked on rewards per GRPO step, with scoring overlapped with generation and without.
 
 Runs a few training steps of the demo config twice (``rewards.overlap`` true, then false;
-same seed, reward cache off so every completion really executes) and prints, per mode,
+same seed; each run starts with an empty in-memory reward cache, which overlap needs for
+its speculative starts) and prints, per mode,
 the mean per-step generation time, time blocked on rewards after generation, summed
 sandbox job time, and their ratio. The first step is left out (warm-up).
 
@@ -26,7 +27,8 @@ KEYS = ("timing/generate_s", "timing/reward_wait_s", "timing/sandbox_busy_s", "t
 
 def run(overlap: bool, steps: int, overrides: list[str], root: Path) -> dict[str, float]:
     out = root / ("overlap" if overlap else "no-overlap")
-    cfg = load_config(None, [f"train.trl.max_steps={steps}", "train.trl.save_steps=100000", "rewards.cache=false",
+    cfg = load_config(None, [f"train.trl.max_steps={steps}", "train.trl.save_steps=100000",
+                             "rewards.cache=true", "rewards.cache_path=null",
                              f"rewards.overlap={str(overlap).lower()}", f"output.dir={out}", *overrides])
     run_training(cfg, log=lambda m: print(m, file=sys.stderr))
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

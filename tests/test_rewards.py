@@ -326,6 +326,37 @@ def test_early_submission_is_claimed_not_resubmitted():
     assert scorer.discard_early() == 1
 
 
+def test_speculation_runs_a_partial_program_once_and_counts_it_as_the_execution():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    # the code block has closed; the model is still writing prose after it
+    assert scorer.speculate(task, GOOD + "\nThis adds")
+    assert not scorer.speculate(task, GOOD + "\nThis adds the two")  # same program: no second job
+    assert not scorer.speculate(task, "```python\ndef add(a, b):")  # nothing extractable yet
+    assert len(sb.submitted) == 1
+    sb.finish()
+    final = scorer.submit(task, GOOD + "\nThis adds the two numbers.")
+    assert final.source == "executed" and len(sb.submitted) == 1
+    assert scorer.scores([final]) == [1.0]
+    # a second completion with the same program is a plain cache hit
+    assert scorer.submit(task, GOOD).source == "cache"
+    assert scorer.counts["executed"] == 1 and scorer.counts["cache"] == 1
+
+
+def test_speculation_on_a_program_that_changes_is_counted_as_wasted():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    assert scorer.speculate(task, HALF)
+    # the finished completion fixes its code in a second block
+    final = scorer.submit(task, HALF + "\nOops, fixed:\n" + GOOD)
+    assert final.source == "executed" and len(sb.submitted) == 2
+    scorer.discard_early()
+    assert (scorer.speculated, scorer.speculation_wasted) == (2 - 1, 1)
+    assert not RewardScorer(RewardsConfig(cache=False), sb, image_id="img").speculate(task, GOOD)
+
+
 def test_completion_text_of_conversations():
     assert completion_text("abc") == "abc"
     assert completion_text([{"role": "assistant", "content": "x"}]) == "x"

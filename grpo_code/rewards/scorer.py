@@ -4,8 +4,10 @@
 extracts the program and starts its sandbox job at once, returning a :class:`Handle`;
 ``wait(handles)`` (or ``await scorer.gather(handles)``) turns handles into
 :class:`Scored` items with the reward. A trainer that overlaps scoring with generation
-calls ``submit_early`` as each completion appears; the reward function later
-``claim``s those handles instead of submitting again::
+calls ``submit_early`` as each completion appears, and ``speculate`` on a completion still
+being generated once it holds a closed code block (its program starts running; if the
+finished completion extracts the same program, that run is its run). The reward function
+later ``claim``s the early handles instead of submitting again::
 
     scorer = RewardScorer(cfg.rewards, Sandbox(cfg.sandbox))
     handles = [scorer.submit(task, text) for text in completions]   # jobs start now
@@ -94,6 +96,10 @@ class RewardScorer:
         self._lock = threading.RLock()
         self._inflight: dict[str, Future[Result]] = {}
         self._early: dict[tuple[str, str, str], list[Handle]] = defaultdict(list)
+        self._speculative: set[str] = set()
+        self.speculated = 0
+        """Jobs started by ``speculate``; ``speculation_wasted`` of them were never claimed."""
+        self.speculation_wasted = 0
         self.counts: dict[str, int] = {s: 0 for s in SOURCES}
         """Lifetime count of completions per source (no_code, cache, inflight, executed)."""
 
@@ -123,14 +129,17 @@ class RewardScorer:
             return self._count(Handle(task, extraction, self.sandbox.submit(job), "executed", weights=weights))
         key = cache_key(job, self.sandbox.config, self.image_id)
         with self._lock:
+            # A job started by ``speculate`` is this completion's own execution, not a reuse.
+            reused = "executed" if key in self._speculative else None
+            self._speculative.discard(key)
             cached = self.cache.get(key)
             if cached is not None:
                 done: Future[Result] = Future()
                 done.set_result(cached)
-                return self._count(Handle(task, extraction, done, "cache", key, weights))
+                return self._count(Handle(task, extraction, done, reused or "cache", key, weights))
             running = self._inflight.get(key)
             if running is not None:
-                return self._count(Handle(task, extraction, running, "inflight", key, weights))
+                return self._count(Handle(task, extraction, running, reused or "inflight", key, weights))
             future = self.sandbox.submit(job)
             self._inflight[key] = future
         future.add_done_callback(lambda f, k=key: self._finished(k, f))
@@ -159,6 +168,31 @@ class RewardScorer:
             self._early[(task.id, style, completion_text(completion))].append(handle)
         return handle
 
+    def speculate(self, task: Any, partial: Any, style: str = "chat") -> bool:
+        """Start the job of the program in a completion that is still being generated.
+
+        Nothing is counted or claimed: the job only warms the cache, so a finished completion
+        that extracts the same program finds it running or done. Needs the cache. Text inside
+        an unclosed code block is not run (it is still being written). Returns whether a new
+        job started."""
+        text = completion_text(partial)
+        if self.cache is None or text.count("```") % 2:
+            return False
+        extraction = build_program(task, text, style, self.extract)
+        if extraction.program is None:
+            return False
+        job = task.job(extraction.program)
+        key = cache_key(job, self.sandbox.config, self.image_id)
+        with self._lock:
+            if key in self._inflight or self.cache.get(key) is not None:
+                return False
+            future = self.sandbox.submit(job)
+            self._inflight[key] = future
+            self._speculative.add(key)
+            self.speculated += 1
+        future.add_done_callback(lambda f, k=key: self._finished(k, f))
+        return True
+
     def claim(self, task: Any, completion: Any, style: str = "chat") -> Handle:
         """The early handle of this completion if there is one, else a fresh ``submit``."""
         with self._lock:
@@ -172,6 +206,8 @@ class RewardScorer:
         with self._lock:
             n = sum(len(v) for v in self._early.values())
             self._early.clear()
+            self.speculation_wasted += len(self._speculative)
+            self._speculative.clear()
         return n
 
     # ----------------------------------------------------------------- results

@@ -1,11 +1,13 @@
 """``GRPOTrainer`` with sandbox scoring overlapped with generation, per-step timing,
 prompt filtering and a per-sample completions log.
 
-Overlap: on the transformers generation path, a batch is generated one prompt group
-at a time and each group's completions are handed to the sandbox (``submit_early``) as
-soon as they exist, so programs run while the next group is generated; the reward
-function then only waits for the tail. vLLM generates a whole batch in one call, so
-there the jobs start right after it. Logged per step:
+Overlap: on the transformers generation path the whole batch is generated in one call
+(batch size unchanged), and a stopping criterion that never stops (:class:`FinishWatcher`)
+looks at each new token: a completion that just ended is handed to the sandbox
+(``submit_early``) while the others keep generating, and one whose code block just closed
+has that program started (``speculate``; a finished completion that extracts the same
+program reuses the run). The reward function then only waits for the tail. vLLM generates
+a whole batch in one call, so there the jobs start right after it. Logged per step:
 
 - ``timing/generate_s``: time spent generating,
 - ``timing/reward_wait_s``: time blocked on rewards after generation,
@@ -17,9 +19,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 from trl import GRPOTrainer
 
 from grpo_code.rewards.functions import CodeReward
@@ -39,6 +45,7 @@ class GrpoCodeTrainer(GRPOTrainer):
         self._generate_s = 0.0
         self._step_started: float | None = None
         self.early_submitted = 0
+        self._speculation_seen = (0, 0)
 
     # ----------------------------------------------------------------- sampling
 
@@ -80,31 +87,37 @@ class GrpoCodeTrainer(GRPOTrainer):
 
     def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
                               has_tool_images: bool = False) -> Any:
-        simple = (not self.use_vllm and not self.use_transformers_continuous_batching and not multimodal_fields
-                  and images is None and len(self._batch_task_ids) == len(prompt_ids))
-        if not self.overlap or not simple:
+        rows = len(prompt_ids)
+        if not self.overlap or len(self._batch_task_ids) != rows:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        watcher = None
+        if not self.use_vllm and not self.use_transformers_continuous_batching:
+            watcher = FinishWatcher(self, rows)
+        with watching_generate(self.accelerator.unwrap_model(self.model_wrapped), watcher):
             completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-            if self.overlap and len(self._batch_task_ids) == len(completion_ids):
-                self._submit(0, completion_ids)
-            return completion_ids, logprobs
-        group = max(1, num_generations)
-        all_ids: list[list[int]] = []
-        for start in range(0, len(prompt_ids), group):
-            ids, _ = super()._generate_single_turn(prompt_ids[start:start + group], images, multimodal_fields,
-                                                   num_generations, has_tool_images)
-            self._submit(start, ids)
-            all_ids.extend(ids)
-        return all_ids, None
+        # What the watcher did not see end (vLLM batches, completions cut at the length limit).
+        done = watcher.submitted if watcher is not None else set()
+        for row, ids in enumerate(completion_ids):
+            if row not in done:
+                self._submit(row, ids)
+        return completion_ids, logprobs
 
-    def _submit(self, start: int, completion_ids: list[list[int]]) -> None:
-        """Hand finished completions to the sandbox now; the reward function claims them later."""
-        texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
-        for offset, text in enumerate(texts):
-            task = self.code_reward.tasks[self._batch_task_ids[start + offset]]
-            completion: Any = [{"role": "assistant", "content": text}] if self.style == "chat" else text
-            self.code_reward.scorer.submit_early(task, completion, self.style)
-            self.early_submitted += 1
+    def _submit(self, row: int, completion_ids: list[int]) -> None:
+        """Hand a finished completion to the sandbox now; the reward function claims it later."""
+        text = self.processing_class.decode(completion_ids, skip_special_tokens=True)
+        task = self.code_reward.tasks[self._batch_task_ids[row]]
+        completion: Any = [{"role": "assistant", "content": text}] if self.style == "chat" else text
+        self.code_reward.scorer.submit_early(task, completion, self.style)
+        self.early_submitted += 1
+
+    def _speculate(self, row: int, partial_ids: list[int]) -> None:
+        """Start the program of a completion still being generated (its code block just closed)."""
+        text = self.processing_class.decode(partial_ids, skip_special_tokens=True)
+        task = self.code_reward.tasks[self._batch_task_ids[row]]
+        partial: Any = [{"role": "assistant", "content": text}] if self.style == "chat" else text
+        self.code_reward.scorer.speculate(task, partial, self.style)
 
     # ----------------------------------------------------------------- rewards
 
@@ -118,6 +131,11 @@ class GrpoCodeTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["timing/reward_wait_s"].append(waited)
         self._metrics[mode]["timing/sandbox_busy_s"].append(busy)
+        scorer = self.code_reward.scorer
+        started_before, wasted_before = self._speculation_seen
+        self._speculation_seen = (scorer.speculated, scorer.speculation_wasted)
+        self._metrics[mode]["sandbox/speculative_jobs"].append(float(scorer.speculated - started_before))
+        self._metrics[mode]["sandbox/speculative_wasted"].append(float(scorer.speculation_wasted - wasted_before))
         # TRL returns the rewards of all processes; ours are this process's slice.
         start = self.accelerator.process_index * len(prompts)
         local = rewards[start:start + len(prompts)]
@@ -156,3 +174,61 @@ class GrpoCodeTrainer(GRPOTrainer):
         out = super().training_step(model, inputs, num_items_in_batch)
         self._metrics["train"]["timing/step_s"].append(time.perf_counter() - started)
         return out
+
+
+class FinishWatcher(StoppingCriteria):
+    """A stopping criterion that never stops: after each generated token it hands the rows
+    that just ended (EOS) to the sandbox, and starts the program of a row whose code block
+    just closed, so scoring runs while the rest of the batch is still generating."""
+
+    def __init__(self, trainer: GrpoCodeTrainer, rows: int):
+        self.trainer = trainer
+        self.rows = rows
+        self.prompt_length = 0
+        self.submitted: set[int] = set()
+        self.eos = set(trainer.eos_token_ids)
+        self._fence_ids: dict[int, bool] = {}
+
+    def _has_fence(self, token_id: int) -> bool:
+        known = self._fence_ids.get(token_id)
+        if known is None:
+            known = self._fence_ids[token_id] = "`" in self.trainer.processing_class.decode([token_id])
+        return known
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        keep_going = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if input_ids.shape[0] != self.rows or input_ids.shape[1] <= self.prompt_length:
+            return keep_going
+        last = input_ids[:, -1].tolist()
+        for row, token in enumerate(last):
+            if row in self.submitted:
+                continue
+            if token in self.eos:
+                self.submitted.add(row)
+                self.trainer._submit(row, input_ids[row, self.prompt_length:].tolist())
+            elif self._has_fence(token):
+                self.trainer._speculate(row, input_ids[row, self.prompt_length:].tolist())
+        return keep_going
+
+
+@contextmanager
+def watching_generate(model: Any, watcher: FinishWatcher | None) -> Iterator[None]:
+    """Make ``model.generate`` run ``watcher`` as an extra stopping criterion, for this block only."""
+    if watcher is None:
+        yield
+        return
+    original = model.generate
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        input_ids = kwargs.get("input_ids", args[0] if args else None)
+        watcher.prompt_length = input_ids.shape[1] if input_ids is not None else 0
+        criteria = StoppingCriteriaList(kwargs.pop("stopping_criteria", None) or [])
+        criteria.append(watcher)
+        return original(*args, stopping_criteria=criteria, **kwargs)
+
+    model.generate = generate
+    try:
+        yield
+    finally:
+        if model.__dict__.get("generate") is generate:
+            del model.generate
