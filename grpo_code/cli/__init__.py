@@ -13,9 +13,8 @@ from typing import Annotated
 import typer
 
 from grpo_code import __version__
-from grpo_code.cli import config_cmd, eval_cmd, models_cmd, sandbox_cmd, tasks_cmd
+from grpo_code.cli import config_cmd, eval_cmd, models_cmd, report_cmd, sandbox_cmd, tasks_cmd
 from grpo_code.cli.common import command
-from grpo_code.errors import NotImplementedYetError
 
 app = typer.Typer(
     name="grpo-code",
@@ -75,12 +74,7 @@ def train(
 command(app, "eval")(eval_cmd.evaluate)
 
 
-@command(app, "report")
-def report(
-    dirs: Annotated[list[Path] | None, typer.Argument(help="Run or eval directories.")] = None,
-) -> None:
-    """Plot and compare training runs and evals."""
-    raise NotImplementedYetError("`grpo-code report` is not implemented yet", "it lands after train and eval")
+command(app, "report")(report_cmd.report)
 
 
 app.add_typer(tasks_cmd.app)

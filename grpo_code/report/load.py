@@ -1,0 +1,212 @@
+"""Reading run and eval directories for the report, and the numbers of its summary tables.
+
+A training run directory holds ``config.yaml`` and ``metrics.jsonl`` (one JSON object per
+logged step). An eval directory holds ``summary.json`` (one model, or a scored samples
+file), or is the ``--out`` of a multi-model eval whose subdirectories each hold one.
+Nothing here imports matplotlib.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_code.errors import GrpoCodeError, MissingFileError
+
+# Test verdicts in the order they are stacked, and the completion-level shares logged next to them.
+TEST_VERDICTS = ["pass", "fail", "compile_error", "runtime_error", "timeout", "memory"]
+
+
+class ReportError(GrpoCodeError):
+    """A directory the report cannot read (neither a run nor an eval, or a corrupt file)."""
+
+
+@dataclass
+class RunData:
+    """A training run: its metrics per logged step (later lines win for a step logged twice)."""
+
+    name: str
+    path: Path
+    rows: list[dict[str, Any]]
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def series(self, key: str) -> tuple[list[float], list[float]]:
+        """(steps, values) of the rows that logged ``key`` with a finite number."""
+        xs, ys = [], []
+        for row in self.rows:
+            value = row.get(key)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                xs.append(float(row["step"]))
+                ys.append(float(value))
+        return xs, ys
+
+    def has(self, key: str) -> bool:
+        return any(key in row for row in self.rows)
+
+    def completion_limit(self) -> int | None:
+        """The completion length limit the run sampled with (tokens)."""
+        trl = self.config.get("train", {}).get("trl", {}) or {}
+        limit = trl.get("max_completion_length", self.config.get("generation", {}).get("max_new_tokens"))
+        return int(limit) if isinstance(limit, (int, float)) else None
+
+
+@dataclass
+class EvalData:
+    """One model's (or samples file's) eval: the contents of its ``summary.json``."""
+
+    name: str
+    path: Path
+    summary: dict[str, Any]
+
+    @property
+    def ks(self) -> list[int]:
+        return sorted(int(k) for k in self.summary.get("pass_at_k", {}))
+
+    def pass_at(self, k: int) -> tuple[float, float, float] | None:
+        """(pass@k, CI low, CI high), or None when this eval did not compute that k."""
+        value = self.summary.get("pass_at_k", {}).get(str(k))
+        if value is None:
+            return None
+        lo, hi = self.summary.get("ci95", {}).get(str(k), (value, value))
+        return float(value), float(lo), float(hi)
+
+    def per_task(self) -> dict[str, float]:
+        """Share of samples passing, per task id."""
+        out = {}
+        for task_id, c in self.summary.get("per_task", {}).items():
+            if c.get("n"):
+                out[task_id] = c["correct"] / c["n"]
+        return out
+
+    def mix(self, tests: bool) -> Counter:
+        """Sample statuses (``tests=False``) or test verdicts (``tests=True``) with their counts."""
+        out: Counter = Counter()
+        for key, count in self.summary.get("verdicts", {}).items():
+            if key.startswith("test_") == tests:
+                out[key.removeprefix("test_") if tests else key] += int(count)
+        return out
+
+
+Item = RunData | EvalData
+
+
+# --------------------------------------------------------------------------- detection
+
+RUN_FILES = ("config.yaml", "metrics.jsonl")
+EXPECTED = "config.yaml + metrics.jsonl (a training run), or summary.json or <model>/summary.json (an eval)"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path} cannot be read: {exc}", "rerun the eval that wrote it") from None
+    if not isinstance(data, dict) or "pass_at_k" not in data:
+        raise ReportError(f"{path} is not an eval summary (no pass_at_k)", "pass a directory written by grpo-code eval")
+    return data
+
+
+def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    by_step: dict[int, dict[str, Any]] = {}
+    with path.open() as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break  # a torn last line: the run was killed mid-write
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            # Step rows carry the reward; the trainer's closing line (train_runtime, ...) does not.
+            if isinstance(row, dict) and "reward" in row and isinstance(row.get("step"), int):
+                by_step.setdefault(row["step"], {}).update(row)  # a resumed run logs some steps again
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_dir(path: Path) -> list[Item]:
+    """The run or eval(s) in ``path``; names are the directory names (made unique by the caller)."""
+    if not path.exists():
+        raise MissingFileError(f"{path} not found", "pass a run directory (runs/...) or an eval directory (evals/...)")
+    if not path.is_dir():
+        raise ReportError(f"{path} is not a directory", f"expected a directory holding {EXPECTED}")
+    if all((path / f).is_file() for f in RUN_FILES):
+        return [RunData(path.resolve().name, path, _read_metrics(path / "metrics.jsonl"),
+                        _read_config(path / "config.yaml"))]
+    if (path / "summary.json").is_file():
+        return [EvalData(path.resolve().name, path, _read_json(path / "summary.json"))]
+    evals = [EvalData(sub.name, sub, _read_json(sub / "summary.json"))
+             for sub in sorted(path.iterdir()) if (sub / "summary.json").is_file()]
+    if evals:
+        return evals
+    raise ReportError(f"{path} is neither a training run nor an eval", f"expected {EXPECTED}")
+
+
+def load_dirs(paths: list[Path]) -> list[Item]:
+    """Every run and eval in ``paths``, in order, with unique names for legends."""
+    items = [item for p in paths for item in load_dir(p)]
+    counts = Counter(i.name for i in items)
+    for item in items:
+        if counts[item.name] > 1:  # e.g. the same model evaluated into two directories
+            item.name = f"{item.path.resolve().parent.name}/{item.name}"
+    seen: Counter = Counter()
+    for item in items:
+        seen[item.name] += 1
+        if seen[item.name] > 1:
+            item.name = f"{item.name} ({seen[item.name]})"
+    return items
+
+
+# --------------------------------------------------------------------------- summary tables
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def run_summary(run: RunData) -> dict[str, Any]:
+    """Steps, reward and pass rate in the first and last quarter of steps, step time, reward wait."""
+    _, reward = run.series("reward")
+    _, passes = run.series("tests/pass_rate")
+    _, step_s = run.series("timing/step_s")
+    _, wait = run.series("timing/reward_wait_s")
+    _, busy = run.series("timing/sandbox_busy_s")
+    q = max(1, len(reward) // 4)
+    qp = max(1, len(passes) // 4)
+    return {
+        "name": run.name,
+        "steps": int(run.rows[-1]["step"]) if run.rows else 0,
+        "reward_first": _mean(reward[:q]),
+        "reward_last": _mean(reward[-q:]),
+        "pass_first": _mean(passes[:qp]),
+        "pass_last": _mean(passes[-qp:]),
+        "step_s": _mean(step_s),
+        # Share of step time blocked on rewards, and the same wait next to the sandbox's busy time.
+        "wait_share": sum(wait) / sum(step_s) if wait and sum(step_s) > 0 else None,
+        "wait_of_busy": sum(wait) / sum(busy) if wait and sum(busy) > 0 else None,
+    }
+
+
+def eval_summary(ev: EvalData) -> dict[str, Any]:
+    s = ev.summary
+    split = (s.get("settings") or {}).get("split")
+    return {
+        "name": ev.name,
+        "model": s.get("model", ev.name),
+        "suite": s.get("suite", "?") + (f" ({split})" if split and split != "all" else ""),
+        "tasks": s.get("tasks"),
+        "n": s.get("n"),
+        "pass": {k: ev.pass_at(k) for k in ev.ks},
+    }

@@ -1,0 +1,160 @@
+"""The report: detection of runs and evals, summary numbers, PNGs and the self-contained HTML page.
+
+Inputs are small directories recorded from real runs and evals (tests/data/report/README.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from grpo_code.cli import app
+from grpo_code.errors import MissingFileError
+from grpo_code.report import ReportError, build_report
+from grpo_code.report.load import load_dirs, run_summary
+
+DATA = Path(__file__).parent / "data" / "report"
+RUN = DATA / "run-demo"  # 12 CPU demo steps, prompt filter off
+RUN_FILTER = DATA / "run-filter"  # 8 steps on 4 tasks with the prompt filter on
+EVAL_TEST = DATA / "eval-smollm2-test"  # `grpo-code eval` out dir: <model>/summary.json
+EVAL_TRAIN = DATA / "eval-smollm2-train"
+EVAL_REF = DATA / "eval-reference-test"  # `grpo-code eval --samples` of the reference solutions
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+runner = CliRunner()
+
+
+def assert_png(path: Path) -> None:
+    from matplotlib.image import imread
+
+    assert path.read_bytes()[:8] == PNG_SIGNATURE, path
+    pixels = imread(path)
+    assert pixels.ndim == 3 and pixels.shape[0] > 200 and pixels.shape[1] > 400, (path, pixels.shape)
+    assert pixels.std() > 0.01, f"{path} is blank"
+
+
+def embedded_images(page: str) -> dict[str, bytes]:
+    """figure id -> decoded PNG bytes of every <img> in the page."""
+    found = re.findall(r"<figure id='([\w-]+)'>.*?<img src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page, re.S)
+    return {fig: base64.b64decode(data) for fig, data in found}
+
+
+def test_report_of_runs_and_evals_writes_valid_pngs_embedded_in_one_html_page(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    report = build_report([RUN, RUN_FILTER, EVAL_TEST, EVAL_REF], out)
+    expected = {"train_reward.png", "train_pass_rate.png", "train_verdicts.png", "train_length.png",
+                "train_timing.png", "train_filter.png", "eval_pass_at_k.png", "eval_tasks.png", "eval_verdicts.png"}
+    assert {f.file for f in report.figures} == expected and report.skipped == []
+    for name in expected:
+        assert_png(out / name)
+    page = report.html.read_text()
+    images = embedded_images(page)
+    assert set(images) == {name[:-4] for name in expected}
+    for fig, data in images.items():
+        assert data == (out / f"{fig}.png").read_bytes()
+    # Self-contained: nothing is fetched from elsewhere.
+    assert not re.search(r"""(src|href)=['"](?!data:)""", page)
+    assert "<link" not in page and "<script" not in page
+    for name in ("run-demo", "run-filter", "smollm2-135m-instruct", "eval-reference-test"):
+        assert name in page
+
+
+def test_missing_metrics_skip_their_plot_with_a_note(tmp_path: Path) -> None:
+    report = build_report([RUN], tmp_path / "r")
+    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Prompt-filter savings")]
+    assert "train.filter.enabled: false" in report.skipped[0][2]
+    assert not (tmp_path / "r" / "train_filter.png").exists()
+    assert "Prompt-filter savings: prompt filter off" in report.html.read_text()
+
+    # A run that logged only the reward: one plot, notes for the rest, no crash.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(RUN / "config.yaml", bare)
+    rows = [json.loads(line) for line in (RUN / "metrics.jsonl").read_text().splitlines()]
+    (bare / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": r["step"], "reward": r["reward"]}) + "\n" for r in rows if "reward" in r))
+    report = build_report([bare], tmp_path / "bare-report")
+    assert [f.file for f in report.figures] == ["train_reward.png"]
+    assert len(report.skipped) == 5 and all(why for _, _, why in report.skipped)
+    assert_png(tmp_path / "bare-report" / "train_reward.png")
+
+
+def test_run_summary_numbers_match_the_metrics_file() -> None:
+    rows = [json.loads(line) for line in (RUN / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "reward" in r]
+    (run,) = load_dirs([RUN])
+    s = run_summary(run)
+    q = len(steps) // 4
+    assert s["steps"] == len(steps) == 12
+    assert s["reward_first"] == pytest.approx(sum(r["reward"] for r in steps[:q]) / q)
+    assert s["reward_last"] == pytest.approx(sum(r["reward"] for r in steps[-q:]) / q)
+    assert s["pass_last"] == pytest.approx(sum(r["tests/pass_rate"] for r in steps[-q:]) / q)
+    wait = sum(r["timing/reward_wait_s"] for r in steps)
+    assert s["wait_share"] == pytest.approx(wait / sum(r["timing/step_s"] for r in steps))
+    assert s["wait_of_busy"] == pytest.approx(wait / sum(r["timing/sandbox_busy_s"] for r in steps))
+
+
+def test_resumed_run_keeps_the_last_line_of_a_step_and_ignores_a_torn_line(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(RUN / "config.yaml", run)
+    lines = [json.dumps({"step": s, "reward": 0.1 * s}) for s in (1, 2, 3)]
+    lines += [json.dumps({"step": 3, "reward": 0.9}), json.dumps({"step": 4, "reward": 1.0})]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n" + '{"step": 5, "rew')
+    (item,) = load_dirs([run])
+    assert item.series("reward") == ([1.0, 2.0, 3.0, 4.0], [pytest.approx(0.1), pytest.approx(0.2), 0.9, 1.0])
+
+
+def test_eval_dirs_of_both_layouts_are_found_and_named_uniquely() -> None:
+    items = load_dirs([EVAL_TEST, EVAL_TRAIN, EVAL_REF])
+    assert [i.name for i in items] == ["eval-smollm2-test/smollm2-135m-instruct",
+                                       "eval-smollm2-train/smollm2-135m-instruct", "eval-reference-test"]
+    assert items[2].pass_at(1) == (1.0, 1.0, 1.0)
+
+
+def test_tasks_missing_from_an_eval_are_grey_cells_not_errors(tmp_path: Path) -> None:
+    report = build_report([EVAL_TEST, EVAL_TRAIN], tmp_path / "r")
+    assert {f.file for f in report.figures} == {"eval_pass_at_k.png", "eval_tasks.png", "eval_verdicts.png"}
+    assert_png(tmp_path / "r" / "eval_tasks.png")
+
+
+def test_cli_report_writes_next_to_the_first_dir_and_prints_the_tables(tmp_path: Path) -> None:
+    run = tmp_path / "run-demo"
+    shutil.copytree(RUN, run)
+    result = runner.invoke(app, ["report", str(run), str(EVAL_TEST)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert (run / "report" / "report.html").is_file()
+    assert "run-demo" in result.stdout and "smollm2-135m-instruct" in result.stdout
+    assert "0.139" in result.stdout  # pass@1 of the recorded eval
+    assert "not plotted: Prompt-filter savings" in result.stdout
+    assert f"report: {run / 'report' / 'report.html'}" in result.stdout
+
+
+def test_cli_report_refuses_a_dir_that_is_neither_run_nor_eval(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: {tmp_path} is neither a training run nor an eval")
+    assert "config.yaml + metrics.jsonl" in lines[0] and "summary.json" in lines[0]
+    result = runner.invoke(app, ["report", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "nope not found" in result.stderr
+
+
+def test_library_errors_are_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(MissingFileError):
+        build_report([tmp_path / "nope"])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "summary.json").write_text("{not json")
+    with pytest.raises(ReportError, match="cannot be read"):
+        build_report([bad])
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ReportError, match="is a file"):
+        build_report([RUN], tmp_path / "file")
