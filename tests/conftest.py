@@ -34,14 +34,31 @@ def benchmarks() -> Path:
     return BENCH
 
 
-@pytest.fixture
-def demo_model_dir() -> Path:
-    """The pulled SmolLM2-135M-Instruct directory (``grpo-code models pull smollm2-135m-instruct``)."""
+def _demo_model() -> Path:
     from grpo_code import models
 
     path = models.model_dir("smollm2-135m-instruct")
     need(models.is_ready(path), "demo model not pulled: run `grpo-code models pull smollm2-135m-instruct`")
     return path
+
+
+@pytest.fixture
+def demo_model_dir() -> Path:
+    """The pulled SmolLM2-135M-Instruct directory (``grpo-code models pull smollm2-135m-instruct``)."""
+    return _demo_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer chat model with SmolLM2's tokenizer, taught to answer demo tasks
+    ``tiny_model.SPLIT`` right, wrong, not compiling or without code (tests/tiny_model.py).
+    Built once per session in a few seconds."""
+    from tiny_model import SPLIT, build_tiny_model
+
+    from grpo_code.tasks import load_suite
+
+    tokenizer = _demo_model()
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), tokenizer, load_suite("demo").split(SPLIT).tasks)
 
 
 @pytest.fixture

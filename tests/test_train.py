@@ -1,16 +1,21 @@
-"""Training: prompt filtering, run directories and resume rules, and a real GRPO run on CPU."""
+"""Training: prompt filtering, run directories and resume rules, and a real GRPO run on CPU
+(a tiny locally built model, tests/tiny_model.py, through the Docker sandbox)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tiny_model
 from typer.testing import CliRunner
 
 from grpo_code.cli import app
 from grpo_code.config import load_config
 from grpo_code.errors import ConfigError
+from grpo_code.tasks import load_suite
 from grpo_code.train import TrainError, config_diff, grpo_args, last_checkpoint, prepare_run
 from grpo_code.training.filter import FilteringSampler, PromptFilter
 
@@ -88,35 +93,99 @@ def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "cannot generate through the openai backend" in result.stderr
 
 
-TINY = ["train.trl.max_steps=2", "train.trl.per_device_train_batch_size=4", "train.trl.num_generations=4",
+TINY = ["train.trl.max_steps=2", "train.trl.per_device_train_batch_size=8", "train.trl.num_generations=4",
         "train.trl.save_steps=1", "train.trl.learning_rate=1e-4", "generation.max_new_tokens=48",
-        "generation.temperature=1.0", "tasks.train_split=1-4", "train.seed=1", "rewards.overlap=true"]
+        "generation.temperature=1.0", f"tasks.train_split={tiny_model.SPLIT}", "train.seed=1",
+        "rewards.overlap=true", "sandbox.backend=docker", "sandbox.workers=2"]
 
 
-def test_tiny_grpo_run_on_cpu_updates_the_model_and_writes_the_run_dir(demo_model_dir: Path, tmp_path: Path) -> None:
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def check_rewards_match_verdicts(completions: list[dict]) -> None:
+    """Each logged reward follows from its verdicts (pass_fraction, no_code 0, compile_error 0),
+    and the taught replies got the verdicts they deserve from the real sandbox."""
+    tasks = {t.id: t for t in load_suite("demo").split(tiny_model.SPLIT).tasks}
+    for c in completions:
+        verdicts = c["verdicts"]
+        if c["program"] is None:
+            assert c["status"] == "no_code" and not verdicts and c["reward"] == 0.0, c
+        elif "compile_error" in verdicts:
+            assert c["reward"] == 0.0, c
+        else:
+            assert verdicts and c["reward"] == pytest.approx(verdicts.count("pass") / len(verdicts)), c
+        right, _, broken, prose = tiny_model.replies(tasks[c["task_id"]])
+        if c["completion"] == right:
+            assert set(verdicts) == {"pass"} and c["reward"] == 1.0, c
+        elif c["completion"] == broken:
+            assert set(verdicts) == {"compile_error"}, c
+        elif c["completion"] == prose:
+            assert c["program"] is None, c
+    assert any(c["reward"] == 1.0 for c in completions) and any(c["reward"] == 0.0 for c in completions)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Torch on one thread: for 64-wide matrices, handing work to a second thread costs more
+    than it saves (3x slower steps on 2 busy cores)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.docker
+def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
+        tiny_model_dir: Path, docker_ready: None, one_thread: None, tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
     run = tmp_path / "run"
-    result = runner.invoke(app, ["train", *TINY, f"output.dir={run}"])
+    tiny = [*TINY, f"model.name={tiny_model_dir}"]
+    result = runner.invoke(app, ["train", *tiny, f"output.dir={run}"])
     assert result.exit_code == 0, result.output
     assert "model saved to" in result.stdout and "grpo-code eval" in result.stdout
-    assert load_config(run / "config.yaml").train.trl["max_steps"] == 2
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    steps = [m for m in metrics if "reward" in m]
-    assert len(steps) == 2
+    assert load_config(run / "config.yaml").model.name == str(tiny_model_dir)
+
+    steps = [m for m in read_jsonl(run / "metrics.jsonl") if "reward" in m]
+    assert [m["step"] for m in steps] == [1, 2]
     for key in ("timing/generate_s", "timing/reward_wait_s", "timing/sandbox_busy_s", "timing/step_s",
-                "tests/pass_rate", "sandbox/cache_hit_rate"):
-        assert key in steps[0], key
-    completions = [json.loads(line) for line in (run / "completions.jsonl").read_text().splitlines()]
-    assert len(completions) == 8 and {c["step"] for c in completions} == {0, 1}
-    assert all(set(c) >= {"task_id", "completion", "program", "verdicts", "reward"} for c in completions)
-    assert any(m.get("reward_std", 0) > 0 for m in steps), "seeded run should see reward variance"
-    before = load_file(demo_model_dir / "model.safetensors")
+                "tests/pass_rate", "sandbox/cache_hit_rate", "sandbox/speculative_jobs", "reward_std"):
+        assert all(key in m for m in steps), key
+    # Overlap: programs whose code block closed were started while the batch was still generating.
+    assert sum(m["sandbox/speculative_jobs"] for m in steps) > 0
+    assert any(m["reward_std"] > 0 for m in steps), "the taught reply mix must give reward variance"
+
+    completions = read_jsonl(run / "completions.jsonl")
+    assert len(completions) == 16 and [c["step"] for c in completions] == [0] * 8 + [1] * 8
+    check_rewards_match_verdicts(completions)
+    for m, first in zip(steps, (0, 8)):  # a step's logged reward is the mean of its samples'
+        assert m["reward"] == pytest.approx(sum(c["reward"] for c in completions[first:first + 8]) / 8, abs=1e-6)
+
+    before = load_file(tiny_model_dir / "model.safetensors")
     after = load_file(run / "final" / "model.safetensors")
-    changed = [k for k in after if k in before and not before[k].equal(after[k])]
-    assert changed, "GRPO update did not change any parameter"
-    # Resuming with the same config continues from the last checkpoint (nothing left to do here).
+    assert before.keys() == after.keys()
+    assert [k for k in after if not before[k].equal(after[k])], "the GRPO update changed no parameter"
+    assert (run / "checkpoint-1" / "trainer_state.json").is_file()
+    assert (run / "checkpoint-2" / "trainer_state.json").is_file()
+
+    # A run killed after its first checkpoint: --resume (no config: the run's own) trains step 2 only.
+    shutil.rmtree(run / "checkpoint-2")
+    shutil.rmtree(run / "final")
     again = runner.invoke(app, ["train", "--resume", str(run)])
     assert again.exit_code == 0, again.output
-    refused = runner.invoke(app, ["train", *TINY, "train.trl.learning_rate=1e-3", f"output.dir={run}", "--resume", str(run)])
+    state = json.loads((run / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and [h["step"] for h in state["log_history"] if "reward" in h] == [1, 2]
+    assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "reward" in m] == [1, 2, 2]
+    # The checkpoint restored weights, optimizer, data order and RNG: step 2 is redone exactly.
+    resumed = read_jsonl(run / "completions.jsonl")[16:]
+    assert [c["step"] for c in resumed] == [1] * 8
+    assert [(c["task_id"], c["completion"]) for c in resumed] == [(c["task_id"], c["completion"]) for c in completions[8:]]
+    again_final = load_file(run / "final" / "model.safetensors")
+    assert all(again_final[k].equal(after[k]) for k in after)
+
+    refused = runner.invoke(app, ["train", *tiny, "train.trl.learning_rate=1e-3", f"output.dir={run}",
+                                  "--resume", str(run)])
     assert refused.exit_code == 2 and "train.trl.learning_rate" in refused.stderr
