@@ -76,12 +76,29 @@ class TasksConfig:
 
 
 @dataclass
+class RaySandboxConfig:
+    """The ``ray`` sandbox backend: one actor per node, each running a local sandbox pool."""
+
+    address: str | None = None
+    """Cluster to join: ``auto`` (the one `ray start` made on this machine), ``ray://HOST:10001``
+    (Ray Client) or ``HOST:PORT`` (the head's GCS); null = start a private Ray on this machine."""
+    actors: int | None = field(default=None, metadata=_bounds(1))
+    """Sandbox actors, dealt round-robin over the alive nodes that offer CPUs to Ray; null = one each."""
+    node_backend: Literal["docker", "local", "auto"] = "docker"
+    """The pool each actor runs on its node (``local`` is not a security boundary)."""
+    max_inflight: int | None = field(default=None, metadata=_bounds(1))
+    """Jobs handed to one actor at a time (backpressure); null = twice its workers."""
+    retries: int = field(default=3, metadata=_bounds(0))
+    """Times a job is resubmitted to another actor after its actor or node died."""
+
+
+@dataclass
 class SandboxConfig:
     """Where and under which limits programs run."""
 
     backend: Literal["auto", "docker", "local", "ray"] = "auto"
     workers: int | None = field(default=None, metadata=_bounds(1))
-    """Jobs run concurrently; null = the number of CPU cores."""
+    """Jobs run concurrently; null = the number of CPU cores (ray backend: per actor, that node's CPUs)."""
     image: str | None = None
     """Docker image for Python jobs; null = the image `grpo-code sandbox build` makes."""
     timeout_s: float = field(default=5.0, metadata=_bounds(0.1, 600))
@@ -95,6 +112,12 @@ class SandboxConfig:
     """Size of a container's tmpfs work dir (/tmp), wiped after every job."""
     file_size_mb: int = field(default=16, metadata=_bounds(1))
     """Largest file a test may write (RLIMIT_FSIZE)."""
+    compile_timeout_s: float = field(default=10.0, metadata=_bounds(0.5, 600))
+    """Wall-clock limit of one build of a compiled language (C++); past it the tests are compile_error."""
+    compile_memory_mb: int = field(default=1024, metadata=_bounds(64))
+    """Address-space limit of the compiler (RLIMIT_AS); containers of compiled languages get room for it."""
+    ray: RaySandboxConfig = field(default_factory=RaySandboxConfig)
+    """Settings of the ``ray`` backend (ignored by the others)."""
 
 
 @dataclass

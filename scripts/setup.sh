@@ -4,8 +4,8 @@
 #
 #   Debian packages  docker.io (engine), mmdebstrap (sandbox base image), iproute2
 #   Docker engine    started when none answers (no bridge, no iptables: sandboxes have no network)
-#   .venv            Python venv with grpo-code installed editable, with the dev extra
-#   sandbox image    grpo-code sandbox build --bootstrap (base image built from Debian sources)
+#   .venv            Python venv with grpo-code installed editable, with the dev and ray extras
+#   sandbox images   grpo-code sandbox build --lang python|javascript|cpp --bootstrap (bases from Debian sources)
 #   demo model       grpo-code models pull smollm2-135m-instruct (into ~/.cache/grpo-code)
 #
 # Environment: GRPO_CODE_TORCH (pip requirement for torch, default torch==2.13.0, the CPU
@@ -56,12 +56,34 @@ if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
     # A bare `torch` would pull a multi-GB CUDA build; the CPU build is the default here.
     .venv/bin/python -m pip install --quiet "${GRPO_CODE_TORCH:-torch==2.13.0}"
 fi
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# The ray extra too: the tests of the Ray sandbox backend start their own local cluster.
+.venv/bin/python -m pip install --quiet -e '.[dev,ray]'
 .venv/bin/grpo-code --version
 
 if [ "${GRPO_CODE_SKIP_DOCKER:-0}" != 1 ] && .venv/bin/grpo-code sandbox build --help >/dev/null 2>&1; then
     step "Sandbox images"
-    .venv/bin/grpo-code sandbox build --bootstrap
+    # One image per language (python, javascript: + nodejs, cpp: + g++), each from its own
+    # Debian rootfs; the rootfs tarballs are cached in ~/.cache/grpo-code/bootstrap. Built in
+    # parallel: mmdebstrap mostly waits on the package mirror (~1.5-2.5 min each when cold).
+    langs=(python javascript cpp)
+    logs="$(mktemp -d)"
+    pids=()
+    for lang in "${langs[@]}"; do
+        .venv/bin/grpo-code sandbox build --lang "$lang" --bootstrap >"$logs/$lang.log" 2>&1 &
+        pids+=("$!")
+    done
+    failed=0
+    for i in "${!langs[@]}"; do
+        if wait "${pids[$i]}"; then
+            tail -n 1 "$logs/${langs[$i]}.log"
+        else
+            echo "building the ${langs[$i]} sandbox image failed:"
+            tail -n 20 "$logs/${langs[$i]}.log"
+            failed=1
+        fi
+    done
+    rm -rf "$logs"
+    [ "$failed" = 0 ] || exit 1
 fi
 
 step "Demo model"

@@ -122,6 +122,14 @@ def test_an_override_in_place_of_the_config_uses_the_default() -> None:
 @pytest.mark.parametrize("path", sorted((REPO / "configs" / "accelerate").glob("*.yaml")), ids=lambda p: p.name)
 def test_accelerate_configs_are_valid_yaml(path: Path) -> None:
     import yaml
+    from accelerate.commands.config.config_args import ClusterConfig
+    from accelerate.commands.launch import launch_command_parser
 
     data = yaml.safe_load(path.read_text())
     assert data["distributed_type"] in ("MULTI_GPU", "DEEPSPEED") and data["num_processes"] >= 2
+    ClusterConfig.from_yaml_file(str(path))  # accelerate's own loader: unknown keys are errors
+    # each deepspeed_config key must be a launcher option, or `accelerate launch` ignores it
+    options = {action.dest for action in launch_command_parser()._actions}
+    assert not set(data.get("deepspeed_config", {})) - options
+    if data["distributed_type"] == "DEEPSPEED":
+        assert data["deepspeed_config"]["zero_stage"] in (2, 3)

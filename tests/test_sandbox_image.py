@@ -69,3 +69,13 @@ def test_build_hash_tracks_executor_dockerfile_and_base():
     assert len(image.executor_hash()) == 16
     with pytest.raises(SandboxError, match="no sandbox image definition"):
         image.dockerfile("cobol")
+
+
+def test_every_language_has_an_image_definition_and_bootstrap_packages():
+    from grpo_code.sandbox.types import LANGUAGES
+
+    for lang in LANGUAGES:
+        assert image.dockerfile(lang).is_file()
+        assert image.BOOTSTRAP_PACKAGES[lang][0] == "python3"  # the executor runs in every image
+    names = {p.name for p in image.RUNTIME}
+    assert {"executor.py", "runners.py", "javascript.js", "javascript_snapshot.js", "cpp.hpp"} <= names

@@ -29,7 +29,9 @@ ConfigOpt = Annotated[
 ]
 BackendOpt = Annotated[
     str | None,
-    typer.Option("--backend", help="auto, docker or local (overrides sandbox.backend).", show_default=False),
+    typer.Option(
+        "--backend", help="auto, docker, local or ray (overrides sandbox.backend).", show_default=False
+    ),
 ]
 WorkersOpt = Annotated[
     int | None,
@@ -61,12 +63,15 @@ def _stderr_console() -> Any:
 
 @command(app, "build")
 def build(
-    lang: Annotated[str, typer.Option("--lang", help="Language image to build.")] = "python",
+    lang: Annotated[
+        str, typer.Option("--lang", help="Language image to build: python, javascript or cpp.")
+    ] = "python",
     base_image: Annotated[
         str | None,
         typer.Option(
             "--base-image",
-            help="Base image with the language installed (default python:3.12-slim).",
+            help="Base image with python3 and the language's toolchain (python default: python:3.12-slim; "
+            "javascript and cpp have no registry default, use --bootstrap).",
             show_default=False,
         ),
     ] = None,
@@ -196,6 +201,13 @@ def bench(
         int | None, typer.Option("--limit", min=1, help="Only the first N problems.", show_default=False)
     ] = None,
     details: Annotated[bool, typer.Option("--details", help="With --json, add a `details` object.")] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="Backend of our pool: docker, local or ray (ray: --workers per actor, sandbox.ray.* overrides).",
+        ),
+    ] = "docker",
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
 ) -> None:
@@ -204,7 +216,7 @@ def bench(
 
     from grpo_code.sandbox.bench import run_bench
 
-    cfg = _sandbox_config(config, overrides)
+    cfg = _sandbox_config(config, overrides, backend)
     columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=_stderr_console(), transient=as_json) as progress:
         tasks: dict[str, Any] = {}
@@ -214,7 +226,7 @@ def bench(
                 tasks[label] = progress.add_task(label, total=total)
             progress.update(tasks[label], completed=done)
 
-        report = run_bench(data, repeat, workers, docker_run_samples, limit, cfg, update)
+        report = run_bench(data, repeat, workers, docker_run_samples, limit, cfg, update, cfg.backend)
     if as_json:
         if not details:
             report.pop("details")
@@ -236,22 +248,28 @@ def _print_bench(report: dict[str, Any]) -> None:
     )
     for col in ("harness", "samples/s", "ours / it", "wrong verdicts"):
         table.add_column(col, justify="right" if col != "harness" else "left")
-    table.add_row("ours: warm docker pool", f"{ours:.1f}", "1.00", str(w["ours"]))
+    pool = {"docker": "warm docker pool", "local": "local pool (unisolated)", "ray": "Ray actors"}
+    table.add_row(
+        f"ours: {pool.get(report['backend'], report['backend'])}", f"{ours:.1f}", "1.00", str(w["ours"])
+    )
     table.add_row(
         f"ours, {d['oversubscribed_workers']} jobs at once", f"{d['oversubscribed_per_s']:.1f}", "", ""
     )
     table.add_row(
         "(b) multiprocessing per sample", f"{d['mp_per_s']:.1f}", f"{report['ratio_vs_mp']:.2f}", str(w["mp"])
     )
-    table.add_row(
-        f"(c) docker run per sample ({d['docker_run_samples']})",
-        f"{d['docker_run_per_s']:.2f}",
-        f"{report['ratio_vs_docker_run']:.1f}",
-        str(w["docker_run"]),
-    )
+    if d["docker_run_per_s"] is not None:
+        table.add_row(
+            f"(c) docker run per sample ({d['docker_run_samples']})",
+            f"{d['docker_run_per_s']:.2f}",
+            f"{report['ratio_vs_docker_run']:.1f}",
+            str(w["docker_run"]),
+        )
     table.add_row(
         "(d) bare fork per sample", f"{d['fork_per_s']:.1f}", f"{report['ratio_vs_fork']:.2f}", str(w["fork"])
     )
     console = Console()
     console.print(table)
     console.print(f"pool start-up (not in the rates): {d['pool_startup_s']} s", highlight=False)
+    if d.get("ray_actors"):
+        console.print(f"Ray actors: {', '.join(d['ray_actors'])}", highlight=False)

@@ -90,6 +90,7 @@ class RewardScorer:
         self.sandbox = sandbox
         self.extract = extract
         self._image_id = image_id
+        self._images: dict[str, str] = {}
         if cache is None and config.cache:
             cache = RewardCache(config.cache_size, config.cache_path)
         self.cache = cache if config.cache else None
@@ -105,16 +106,24 @@ class RewardScorer:
 
     @property
     def image_id(self) -> str:
-        """What the sandbox image contributes to cache keys (the docker image id, or the local Python)."""
-        if self._image_id is None:
+        """What the Python sandbox image contributes to cache keys."""
+        return self.image_for("python")
+
+    def image_for(self, language: str) -> str:
+        """What a language's sandbox image contributes to cache keys (the docker image id,
+        or the local Python); an ``image_id`` given to the constructor stands for all."""
+        if self._image_id is not None:
+            return self._image_id
+        if language not in self._images:
             if self.sandbox.backend == "docker":
                 from grpo_code.sandbox import docker_backend
                 from grpo_code.sandbox.api import default_image
 
-                self._image_id = docker_backend.image_id(default_image(self.sandbox.config)) or "docker:unknown"
+                image = default_image(self.sandbox.config, language)
+                self._images[language] = docker_backend.image_id(image) or "docker:unknown"
             else:
-                self._image_id = f"local:{sys.executable}:{sys.version.split()[0]}"
-        return self._image_id
+                self._images[language] = f"local:{sys.executable}:{sys.version.split()[0]}"
+        return self._images[language]
 
     # ----------------------------------------------------------------- submitting
 
@@ -127,7 +136,7 @@ class RewardScorer:
         job = task.job(extraction.program)
         if self.cache is None:
             return self._count(Handle(task, extraction, self.sandbox.submit(job), "executed", weights=weights))
-        key = cache_key(job, self.sandbox.config, self.image_id)
+        key = cache_key(job, self.sandbox.config, self.image_for(job.language))
         with self._lock:
             # A job started by ``speculate`` is this completion's own execution, not a reuse.
             reused = "executed" if key in self._speculative else None
@@ -182,7 +191,7 @@ class RewardScorer:
         if extraction.program is None:
             return False
         job = task.job(extraction.program)
-        key = cache_key(job, self.sandbox.config, self.image_id)
+        key = cache_key(job, self.sandbox.config, self.image_for(job.language))
         with self._lock:
             if key in self._inflight or self.cache.get(key) is not None:
                 return False

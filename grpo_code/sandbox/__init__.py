@@ -2,8 +2,9 @@
 
 Stages: :mod:`~grpo_code.sandbox.types` (jobs and results), :mod:`.executor` (the warm
 in-sandbox harness, stdlib only), :mod:`.worker` and :mod:`.pool` (warm executors with
-retry and replacement), :mod:`.docker_backend` / :mod:`.local_backend`, :mod:`.api`
-(``Sandbox``), :mod:`.image` (building the images), :mod:`.doctor` and :mod:`.bench`.
+retry and replacement), :mod:`.docker_backend` / :mod:`.local_backend` / :mod:`.ray_backend`
+(jobs spread over a Ray cluster), :mod:`.api` (``Sandbox``), :mod:`.image` (building the
+images), :mod:`.doctor` and :mod:`.bench`.
 See docs/sandbox.md.
 """
 

@@ -27,27 +27,26 @@ from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend, local_backend
 from grpo_code.sandbox.pool import WorkerPool, shutdown_all
+from grpo_code.sandbox.runners import RUNNERS
 from grpo_code.sandbox.types import Job, Result, wire_job
 
 BACKENDS = ("auto", "docker", "local", "ray")
 
 
 def default_image(config: SandboxConfig, language: str = "python") -> str:
-    return config.image or docker_backend.DEFAULT_IMAGES[language]
+    """The image of a language: ``sandbox.image`` for Python when set, else the built one."""
+    if language == "python" and config.image:
+        return config.image
+    return docker_backend.image_name(language)
 
 
-def resolve_backend(config: SandboxConfig) -> str:
-    """``auto`` becomes ``docker`` when an engine answers and the image exists, else ``local``."""
-    if config.backend == "ray":
-        raise SandboxError(
-            "sandbox backend 'ray' is not available yet",
-            "use sandbox.backend=docker (one machine) or local; Ray support is planned",
-        )
+def resolve_backend(config: SandboxConfig, language: str = "python") -> str:
+    """``auto`` becomes ``docker`` when an engine answers and the language's image exists, else ``local``."""
     if config.backend not in BACKENDS:
-        raise SandboxError(f"unknown sandbox backend {config.backend!r}", "use auto, docker or local")
+        raise SandboxError(f"unknown sandbox backend {config.backend!r}", "use auto, docker, local or ray")
     if config.backend != "auto":
         return config.backend
-    if docker_backend.engine_version() and docker_backend.image_id(default_image(config)):
+    if docker_backend.engine_version() and docker_backend.image_id(default_image(config, language)):
         return "docker"
     return "local"
 
@@ -81,7 +80,8 @@ class Sandbox:
         self.workers = self.config.workers or os.cpu_count() or 1
         self._quiet = quiet
         self._lock = threading.Lock()
-        self._pool: WorkerPool | None = None
+        self._pools: dict[str, WorkerPool] = {}
+        """One pool per language (each language has its own image); the ray pool serves all."""
         self._threads: ThreadPoolExecutor | None = None
         self._backend: str | None = None
         self._closed = False
@@ -90,48 +90,62 @@ class Sandbox:
 
     @property
     def backend(self) -> str:
-        """The resolved backend name (``docker`` or ``local``); resolves it on first use."""
+        """The resolved backend name (``docker``, ``local`` or ``ray``); resolves it on first use."""
         if self._backend is None:
             self._ensure()
         assert self._backend is not None
         return self._backend
 
-    def _ensure(self) -> WorkerPool:
+    def _ensure(self, language: str = "python") -> WorkerPool:
         with self._lock:
             if self._closed:
                 raise SandboxError("the sandbox is closed", "create a new Sandbox")
-            if self._pool is not None:
-                return self._pool
-            backend = resolve_backend(self.config)
+            pool = self._pools.get(language)
+            if pool is not None:
+                return pool
             cfg = self.config
+            # One backend per sandbox, resolved for the first language it is asked for.
+            backend = self._backend or resolve_backend(cfg, language)
+            if backend == "ray":  # actors on the cluster's nodes run the docker/local pools
+                from grpo_code.sandbox.ray_backend import RayPool
+
+                ray_pool = next(iter(self._pools.values()), None) or RayPool(cfg)
+                self._pools[language] = ray_pool  # type: ignore[assignment]
+                self._backend = backend
+                return ray_pool  # type: ignore[return-value]
             if backend == "docker":
+                runner = RUNNERS[language]
+                # A compiler may use compile_memory_mb, the container must hold it.
+                memory = max(cfg.memory_mb, cfg.compile_memory_mb) if runner.compiled else cfg.memory_mb
                 factory: Any = docker_backend.DockerFactory(
-                    default_image(cfg), cfg.memory_mb, cfg.pids_limit, cfg.tmpfs_mb
+                    default_image(cfg, language), memory, cfg.pids_limit, cfg.tmpfs_mb
                 )
             else:
-                if not self._quiet:
+                local_backend.check_tools(language)
+                if not self._quiet and self._backend is None:
                     local_backend.warn_local()
                 factory = local_backend.LocalFactory()
             _install_sigterm()
-            self._pool = WorkerPool(factory, self.workers, cfg.container_max_jobs)
-            self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grpo-sandbox")
+            self._pools[language] = pool = WorkerPool(factory, self.workers, cfg.container_max_jobs)
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grpo-sandbox")
             self._backend = backend
-            return self._pool
+            return pool
 
-    def start(self) -> Sandbox:
-        """Start every worker now (otherwise they start with the first jobs)."""
-        self._ensure().start()
+    def start(self, language: str = "python") -> Sandbox:
+        """Start every worker of a language now (otherwise they start with the first jobs)."""
+        self._ensure(language).start()
         return self
 
     def close(self) -> None:
         """Stop the workers and remove their containers / temp dirs. Idempotent."""
         with self._lock:
             self._closed = True
-            pool, threads = self._pool, self._threads
-            self._pool = self._threads = None
+            pools, threads = list({id(p): p for p in self._pools.values()}.values()), self._threads
+            self._pools, self._threads = {}, None
         if threads is not None:
             threads.shutdown(wait=False, cancel_futures=True)
-        if pool is not None:
+        for pool in pools:
             pool.shutdown()
 
     def __enter__(self) -> Sandbox:
@@ -140,13 +154,21 @@ class Sandbox:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def _live_pools(self) -> list[WorkerPool]:
+        return list({id(p): p for p in self._pools.values()}.values())
+
     def worker_names(self) -> list[str]:
         """Names of the live workers (docker: container names), for diagnostics."""
-        return self._pool.worker_names() if self._pool is not None else []
+        return sorted(name for pool in self._live_pools() for name in pool.worker_names())
 
     @property
     def stats(self) -> dict[str, int]:
-        return dict(self._pool.stats) if self._pool is not None else {}
+        """Counters summed over the pools of every language used so far."""
+        total: dict[str, int] = {}
+        for pool in self._live_pools():
+            for key, value in pool.stats.items():
+                total[key] = total.get(key, 0) + value
+        return total
 
     # ----------------------------------------------------------------- jobs
 
@@ -154,7 +176,11 @@ class Sandbox:
         if isinstance(job, dict):
             job = Job.from_dict(job)
         cfg = self.config
-        return job, wire_job(job, cfg.timeout_s, cfg.memory_mb, cfg.max_output_kb * 1024, cfg.file_size_mb)
+        wire = wire_job(
+            job, cfg.timeout_s, cfg.memory_mb, cfg.max_output_kb * 1024, cfg.file_size_mb,
+            cfg.compile_timeout_s, cfg.compile_memory_mb,
+        )  # fmt: skip
+        return job, wire
 
     def _execute(self, pool: WorkerPool, job: Job, wire: dict[str, Any]) -> Result:
         start = time.monotonic()
@@ -175,7 +201,9 @@ class Sandbox:
     def submit(self, job: Job | dict[str, Any]) -> Future[Result]:
         """Queue one job; the future resolves to its :class:`Result`."""
         job, wire = self._wire(job)
-        pool = self._ensure()
+        pool = self._ensure(job.language)
+        if self._backend == "ray":
+            return pool.submit(job)  # type: ignore[attr-defined]
         assert self._threads is not None
         return self._threads.submit(self._execute, pool, job, wire)
 

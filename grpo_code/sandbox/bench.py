@@ -7,7 +7,8 @@ none`` per sample (a subset: it is slow), (d) a bare ``os.fork()`` per sample, a
 the same number of concurrent workers (= CPU cores unless told). Our pool is also run
 ``repeat`` times with twice as many concurrent jobs as cores, counting wrong verdicts.
 Throughputs are medians over ``repeat`` runs; the pool is warm before timing starts
-(it is long-lived in training), its start-up time is reported separately.
+(it is long-lived in training), its start-up time is reported separately. With
+``backend="ray"`` (a) runs on the Ray actors instead (each with the same number of workers).
 """
 
 from __future__ import annotations
@@ -100,15 +101,21 @@ def load_humaneval(path: str | os.PathLike[str] | None = None, mismatched: bool 
 
 
 def run_ours(
-    samples: list[Sample], config: SandboxConfig, progress: Progress = _no_progress, label: str = "ours"
+    samples: list[Sample],
+    config: SandboxConfig,
+    progress: Progress = _no_progress,
+    label: str = "ours",
+    info: dict[str, Any] | None = None,
 ) -> tuple[float, int, float]:
-    """Our pool: returns (samples/s, wrong verdicts, start-up seconds)."""
+    """Our pool: returns (samples/s, wrong verdicts, start-up seconds); ``info`` gets Ray's actors."""
     from grpo_code.sandbox.api import Sandbox
 
     with Sandbox(config, quiet=True) as sandbox:
         t0 = time.perf_counter()
         sandbox.start()
         startup = time.perf_counter() - t0
+        if info is not None and sandbox.backend == "ray":
+            info["ray_actors"] = sandbox.worker_names()
         start = time.perf_counter()
         futures = [sandbox.submit(s.job()) for s in samples]
         wrong = 0
@@ -252,8 +259,14 @@ def run_bench(
     limit: int | None = None,
     config: SandboxConfig | None = None,
     progress: Progress = _no_progress,
+    backend: str = "docker",
 ) -> dict[str, Any]:
-    """Run the whole benchmark; returns the issue's JSON object plus a ``details`` entry."""
+    """Run the whole benchmark; returns the issue's JSON object plus a ``details`` entry.
+
+    ``backend`` runs "ours" on another sandbox backend (``ray``: the actors of the configured
+    cluster, ``sandbox.workers`` each); the baselines always run on this machine, and
+    ``docker run`` (c) is skipped when this machine has no ready docker engine and image.
+    """
     from grpo_code.sandbox import docker_backend
     from grpo_code.sandbox.api import default_image
 
@@ -264,14 +277,23 @@ def run_bench(
     workers = workers or cores
     base = config or SandboxConfig()
     image = default_image(base)
-    docker_backend.check_ready(image)
-    cfg = SandboxConfig(**{**base.__dict__, "backend": "docker", "workers": workers})
+    if backend == "docker":
+        docker_backend.check_ready(image)
+        docker_ok = True
+    else:
+        try:
+            docker_backend.check_ready(image)
+            docker_ok = True
+        except SandboxError:
+            docker_ok = False
+    cfg = SandboxConfig(**{**base.__dict__, "backend": backend, "workers": workers})
     over = SandboxConfig(**{**cfg.__dict__, "workers": 2 * cores})
+    info: dict[str, Any] = {}
 
     ours, mp, fork, startups = [], [], [], []
     wrong = {"ours": 0, "mp": 0, "docker_run": 0, "fork": 0}
     for r in range(repeat):
-        rate, bad, startup = run_ours(samples, cfg, progress, f"ours (run {r + 1}/{repeat})")
+        rate, bad, startup = run_ours(samples, cfg, progress, f"ours (run {r + 1}/{repeat})", info)
         ours.append(rate)
         startups.append(startup)
         wrong["ours"] += bad
@@ -289,26 +311,32 @@ def run_bench(
         over_rates.append(rate)
         wrong["ours"] += bad
     subset = samples[: max(1, min(docker_run_samples, len(samples)))]
-    docker_rate, wrong["docker_run"] = run_docker_run(subset, workers, image, progress=progress)
+    docker_rate: float | None = None
+    if docker_ok:
+        docker_rate, wrong["docker_run"] = run_docker_run(subset, workers, image, progress=progress)
+    else:
+        wrong.pop("docker_run")
 
     ours_rate = statistics.median(ours)
     mp_rate, fork_rate = statistics.median(mp), statistics.median(fork)
     if ours_rate <= 0 or mp_rate <= 0:
         raise SandboxError("benchmark measured no throughput", "rerun with GRPO_CODE_DEBUG=1")
     return {
+        "backend": backend,
         "samples": len(samples),
         "ours_per_s": round(ours_rate, 1),
         "ratio_vs_mp": round(ours_rate / mp_rate, 2),
-        "ratio_vs_docker_run": round(ours_rate / docker_rate, 1),
+        "ratio_vs_docker_run": round(ours_rate / docker_rate, 1) if docker_rate else None,
         "ratio_vs_fork": round(ours_rate / fork_rate, 2),
         "wrong_verdicts": wrong,
         "details": {
             "workers": workers,
+            **({"ray_actors": info["ray_actors"]} if "ray_actors" in info else {}),
             "cores": cores,
             "repeat": repeat,
             "mp_per_s": round(mp_rate, 1),
             "fork_per_s": round(fork_rate, 1),
-            "docker_run_per_s": round(docker_rate, 2),
+            "docker_run_per_s": round(docker_rate, 2) if docker_rate else None,
             "docker_run_samples": len(subset),
             "oversubscribed_workers": 2 * cores,
             "oversubscribed_per_s": round(statistics.median(over_rates), 1),

@@ -37,7 +37,17 @@ LABEL = "grpo-code.sandbox"
 OWNER_LABEL = "grpo-code.owner"
 SANDBOX_UID = 10001
 EXECUTOR_PATH = "/opt/grpo-code/executor.py"
-DEFAULT_IMAGES = {"python": "grpo-code-sandbox-python:latest"}
+DEFAULT_IMAGES = {
+    "python": "grpo-code-sandbox-python:latest",
+    "javascript": "grpo-code-sandbox-javascript:latest",
+    "cpp": "grpo-code-sandbox-cpp:latest",
+}
+
+
+def image_name(language: str) -> str:
+    """The image `grpo-code sandbox build --lang LANGUAGE` makes."""
+    return DEFAULT_IMAGES.get(language, f"grpo-code-sandbox-{language}:latest")
+
 CHANNEL_PREFIX = "grpo-code-sbx-"
 CHANNEL_MOUNT = "/run/grpo-code"
 _SESSION = uuid.uuid4().hex[:8]
@@ -150,17 +160,19 @@ def check_ready(image: str) -> None:
             "no Docker engine answers",
             "start dockerd (see docs/sandbox.md), or set sandbox.backend=local (no isolation)",
         )
+    lang = next((k for k, v in DEFAULT_IMAGES.items() if v == image), None)
+    build = f"grpo-code sandbox build --lang {lang}" if lang else "grpo-code sandbox build"
     if image_id(image) is None:
         raise SandboxError(
             f"sandbox image {image!r} not found",
-            "build it with `grpo-code sandbox build --bootstrap` (offline) or `grpo-code sandbox build`",
+            f"build it with `{build} --bootstrap` (offline) or `{build}`",
         )
     from grpo_code.sandbox.image import EXECUTOR_LABEL, executor_hash
 
     if image_label(image, EXECUTOR_LABEL) != executor_hash():
         raise SandboxError(
             f"sandbox image {image!r} holds another version of the executor",
-            "rebuild it with `grpo-code sandbox build` (add --bootstrap when offline)",
+            f"rebuild it with `{build}` (add --bootstrap when offline)",
         )
 
 

@@ -76,15 +76,17 @@ def diagnose(config: SandboxConfig | None = None, run_self_test: bool = True) ->
     """Collect the doctor's report (never raises for sandbox problems: they go in ``error``)."""
     from grpo_code.sandbox.api import Sandbox, default_image, resolve_backend
     from grpo_code.sandbox.image import EXECUTOR_LABEL, executor_hash
+    from grpo_code.sandbox.types import LANGUAGES
 
     cfg = config or SandboxConfig()
     engine = docker_backend.engine_version()
     images: dict[str, dict[str, Any]] = {}
     if engine:
-        name = default_image(cfg)
-        present = docker_backend.image_id(name) is not None
-        current = present and docker_backend.image_label(name, EXECUTOR_LABEL) == executor_hash()
-        images["python"] = {"image": name, "present": present, "up_to_date": bool(current)}
+        for language in LANGUAGES:  # each language has its own image; only python is self-tested
+            name = default_image(cfg, language)
+            present = docker_backend.image_id(name) is not None
+            current = present and docker_backend.image_label(name, EXECUTOR_LABEL) == executor_hash()
+            images[language] = {"image": name, "present": present, "up_to_date": bool(current)}
     limits = {
         "workers": cfg.workers or "cpu count",
         "timeout_s": cfg.timeout_s,

@@ -23,6 +23,12 @@ size and open files, stdio on pipes) and its verdict is decided here, in the par
 * ``call``: the child serialises the return value to plain data with exact type checks
   (no subclasses, so no rigged ``__eq__``); the comparison happens here.
 
+Other languages (``runners.py`` next to this file: JavaScript, C++) are built once per
+job by their runner (the compiler runs under its own limits, a failure is a
+``compile_error``), and each test's child execs the runner's command instead of running
+Python: their in-process harness (``harness/``) reports on the same private pipe, with the
+same nonce, and the verdict is decided here in the same way.
+
 After every test the whole process group is killed, and any leftover descendant (the
 executor is a child subreaper, or PID 1 of its container) is killed and reaped, so nothing
 started by one test survives into the next. The work directory is wiped after each job.
@@ -36,6 +42,7 @@ from __future__ import annotations
 import ast
 import bisect  # noqa: F401
 import collections  # noqa: F401
+import fcntl
 import functools  # noqa: F401
 import gc
 import heapq  # noqa: F401
@@ -55,6 +62,25 @@ import time
 import traceback
 import typing  # noqa: F401
 
+
+def _load_runners():
+    """The language runners: ``runners.py`` next to this file (also when run with -I)."""
+    if __package__:
+        from grpo_code.sandbox import runners
+
+        return runners
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runners.py")
+    spec = importlib.util.spec_from_file_location("grpo_code_runners", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+RUNNER_MODULE = _load_runners()
+RUNNERS = RUNNER_MODULE.RUNNERS
 PROTOCOL = 1
 REPORT_FD = 3
 MIB = 1024 * 1024
@@ -484,24 +510,19 @@ def _decode(data: bytes, limit: int) -> str:
     return text
 
 
-def run_test(job: dict, test: dict) -> dict:
-    """Fork a child for one test, watch it with a wall-clock deadline and decide its verdict."""
-    limits = job["limits"]
-    timeout = float(limits["timeout_s"])
-    out_limit = int(limits.get("max_output_bytes", 65536))
-    keep = out_limit
-    if test["kind"] == "io":
-        keep = max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096)
-    nonce = os.urandom(16).hex()
-    test_code = compile_test_code(test["code"]) if test["kind"] == "script" else None
-    if test["kind"] == "io" and test.get("stdin"):
-        stdin_fd = os.memfd_create("stdin", 0)
-        data = test["stdin"].encode()
-        while data:
-            data = data[os.write(stdin_fd, data) :]
-        os.lseek(stdin_fd, 0, os.SEEK_SET)
-    else:
-        stdin_fd = os.open(os.devnull, os.O_RDONLY)
+def _memfd(name: str, data: bytes) -> int:
+    """A memory file holding ``data``, positioned at its start (stdin, a harness payload)."""
+    fd = os.memfd_create(name, 0)
+    while data:
+        data = data[os.write(fd, data) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _spawn(child, stdin_fd: int, timeout: float, caps: tuple[int, int]) -> dict:
+    """Fork ``child(stdio, fd_ceiling)`` (it never returns) with stdin, stdout, stderr and a
+    report pipe; watch it under a wall-clock deadline, then kill its process group and every
+    leftover descendant. Returns what the harness needs to decide a verdict."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -511,7 +532,7 @@ def run_test(job: dict, test: dict) -> dict:
         os.close(out_r)
         os.close(err_r)
         os.close(rep_r)
-        _child_main(job, test, nonce, (stdin_fd, out_w, err_w, rep_w), max(1024, rep_w + 64), test_code)
+        child((stdin_fd, out_w, err_w, rep_w), max(1024, rep_w + 64))
     for fd in (stdin_fd, out_w, err_w, rep_w):
         os.close(fd)
     try:
@@ -520,7 +541,7 @@ def run_test(job: dict, test: dict) -> dict:
         pass
     deadline = start + timeout
     bufs = {out_r: bytearray(), err_r: bytearray(), rep_r: bytearray()}
-    caps = {out_r: keep, err_r: out_limit, rep_r: 4 * MIB}
+    caps_by_fd = {out_r: caps[0], err_r: caps[1], rep_r: 4 * MIB}
     seen = {out_r: 0, err_r: 0, rep_r: 0}
     poller = select.poll()
     for fd in bufs:
@@ -551,7 +572,7 @@ def run_test(job: dict, test: dict) -> dict:
                 open_fds.discard(fd)
                 continue
             seen[fd] += len(chunk)
-            room = caps[fd] + 1 - len(bufs[fd])
+            room = caps_by_fd[fd] + 1 - len(bufs[fd])
             if room > 0:
                 bufs[fd] += chunk[:room]
         if pidfd is None and not exited:
@@ -583,7 +604,7 @@ def run_test(job: dict, test: dict) -> dict:
                 if not chunk:
                     break
                 seen[fd] += len(chunk)
-                room = caps[fd] + 1 - len(bufs[fd])
+                room = caps_by_fd[fd] + 1 - len(bufs[fd])
                 if room > 0:
                     bufs[fd] += chunk[:room]
         except (BlockingIOError, OSError):
@@ -591,26 +612,194 @@ def run_test(job: dict, test: dict) -> dict:
     _kill_leftovers(pid)
     for fd in bufs:
         os.close(fd)
-    duration_ms = (time.monotonic() - start) * 1000
     stdout = bytes(bufs[out_r])
-    cpu_s = rusage.ru_utime + rusage.ru_stime if rusage is not None else 0.0
+    return {
+        "status": status,
+        "timed_out": timed_out,
+        "duration_ms": (time.monotonic() - start) * 1000,
+        "cpu_s": rusage.ru_utime + rusage.ru_stime if rusage is not None else 0.0,
+        "stdout": stdout,
+        "stderr": bytes(bufs[err_r]),
+        "report": bytes(bufs[rep_r]),
+        "stdout_truncated": seen[out_r] > len(stdout),
+    }
+
+
+def run_test(job: dict, test: dict, nonce: str | None = None, launch=None, runner=None) -> dict:
+    """Fork a child for one test, watch it with a wall-clock deadline and decide its verdict.
+
+    Python tests run in the forked executor itself; for other languages ``launch`` (from
+    the job's runner) is the process the child execs."""
+    limits = job["limits"]
+    timeout = float(limits["timeout_s"])
+    out_limit = int(limits.get("max_output_bytes", 65536))
+    keep = out_limit
+    if test["kind"] == "io":
+        keep = max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096)
+    nonce = nonce or os.urandom(16).hex()
+    if test["kind"] == "io" and test.get("stdin"):
+        stdin_fd = _memfd("stdin", test["stdin"].encode())
+    else:
+        stdin_fd = os.open(os.devnull, os.O_RDONLY)
+    if launch is None:
+        test_code = compile_test_code(test["code"]) if test["kind"] == "script" else None
+
+        def child(stdio, ceiling):
+            _child_main(job, test, nonce, stdio, ceiling, test_code)
+
+    else:
+        payload_fd = _memfd("job", launch.payload) if launch.payload else None
+
+        def child(stdio, ceiling):
+            _exec_child(limits, launch, stdio, payload_fd, ceiling)
+
+    try:
+        seen = _spawn(child, stdin_fd, timeout, (keep, out_limit))
+    finally:
+        if launch is not None and payload_fd is not None:
+            os.close(payload_fd)
     verdict, message = _decide(
         test,
         nonce,
-        status,
-        timed_out,
-        stdout,
-        bytes(bufs[rep_r]),
-        seen[out_r] > len(stdout),
-        cpu_s >= timeout,
+        seen["status"],
+        seen["timed_out"],
+        seen["stdout"],
+        seen["report"],
+        seen["stdout_truncated"],
+        seen["cpu_s"] >= timeout,
+        runner.classify if runner is not None else None,
+        seen["stderr"],
     )
     return {
         "verdict": verdict,
-        "duration_ms": round(duration_ms, 3),
-        "stdout": _decode(stdout, out_limit),
-        "stderr": _decode(bytes(bufs[err_r]), out_limit),
+        "duration_ms": round(seen["duration_ms"], 3),
+        "stdout": _decode(seen["stdout"], out_limit),
+        "stderr": _decode(seen["stderr"], out_limit),
         "message": message,
     }
+
+
+# --------------------------------------------------------------------------- other languages
+
+_EXEC_ENV: dict = {}
+
+
+def _exec_env() -> dict:
+    if not _EXEC_ENV:
+        _EXEC_ENV.update(
+            PATH=os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+            HOME=os.getcwd(),
+            TMPDIR=os.getcwd(),
+            LANG="C.UTF-8",
+            LC_ALL="C.UTF-8",
+        )
+    return dict(_EXEC_ENV, HOME=os.getcwd(), TMPDIR=os.getcwd())
+
+
+def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, fd_ceiling: int, cpu_s=None) -> None:
+    """Runs in the forked child: limits, fds 0-4 (stdio, report pipe, payload), exec. Never returns."""
+    code = EXIT_HARNESS
+    try:
+        os.setpgid(0, 0)
+        if cpu_s is None:
+            cpu_s = int(math.ceil(float(limits["timeout_s"]))) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        fsize = int(limits.get("file_size_mb", 16)) * MIB
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        executable = launch.executable
+        # Move every source above the targets first, so no dup2 overwrites a source.
+        sources = [*stdio, payload_fd, executable if _type(executable) is int else None, launch.aux_fd]
+        high = [None if fd is None else fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in sources]
+        for target, fd in enumerate(high):
+            if fd is not None:
+                os.dup2(fd, target)
+            elif target > REPORT_FD:
+                try:
+                    os.close(target)
+                except OSError:
+                    pass
+        if _type(executable) is int:
+            executable = 5
+            os.set_inheritable(5, False)
+        os.closerange(len(sources), fd_ceiling)
+        nofile = int(limits.get("nofile", 64))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        mem = int(launch.memory_mb) * MIB
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.execve(executable, launch.argv, _exec_env())
+    except BaseException:
+        pass
+    _exit(code)
+
+
+def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> int | str:
+    """Run a compiler under the compile limits; returns the built file as a sealed memory
+    file (so no test can rewrite it for the next one) or the compiler's message."""
+    limits = job["limits"]
+    timeout = float(limits.get("compile_timeout_s", 10.0))
+    memory = int(memory_mb or limits.get("compile_memory_mb", 1024))
+    compiler = shutil.which(argv[0]) or argv[0]
+    launch = RUNNER_MODULE.Launch(argv, compiler, b"", memory)
+    cpu = int(math.ceil(timeout)) + 1
+
+    def child(stdio, ceiling):
+        _exec_child(limits, launch, stdio, None, ceiling, cpu)
+
+    seen = _spawn(child, os.open(os.devnull, os.O_RDONLY), timeout, (16384, 65536))
+    status = seen["status"]
+    signum = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
+    code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
+    output_text = (seen["stderr"] + seen["stdout"]).decode("utf-8", "replace").strip()
+    if len(output_text) > 4000:
+        output_text = output_text[:4000] + "\n[... compiler output truncated]"
+    if seen["timed_out"] or signum == signal.SIGXCPU or (signum == signal.SIGKILL and seen["cpu_s"] >= timeout):
+        return f"the compiler did not finish within the compile time limit ({timeout:g} s)"
+    if signum == signal.SIGKILL:
+        return f"the compiler was killed (out of memory? compile memory limit {memory} MiB)"
+    if signum == signal.SIGXFSZ:
+        return "the compiler's output exceeded the file-size limit"
+    if signum is not None or code != 0:
+        return output_text or f"the compiler failed (status {code}, signal {signum})"
+    try:
+        with open(output, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return f"the compiler wrote no executable ({exc.strerror})"
+    fd = os.memfd_create(output, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    while data:
+        data = data[os.write(fd, data) :]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    return fd
+
+
+def _run_with_runner(runner, job: dict) -> list[dict]:
+    """A job of a language with its own runner: build once, then one process per test."""
+    missing = runner.missing_tools()
+    if missing:
+        raise RuntimeError(
+            f"the {runner.language} runner needs {', '.join(missing)} on PATH in the sandbox "
+            f"(build the image with `grpo-code sandbox build --lang {runner.language}`)"
+        )
+    state = runner.prepare(
+        job, os.getcwd(), lambda argv, output, memory_mb=None: compile_program(job, argv, output, memory_mb)
+    )
+    results = []
+    try:
+        for index, test in enumerate(job["tests"]):
+            nonce = os.urandom(16).hex()
+            launch = runner.launch(job, state, index, nonce)
+            if _type(launch) is str:
+                results.append(
+                    {"verdict": "compile_error", "duration_ms": 0.0, "stdout": "", "stderr": "", "message": launch}
+                )
+                continue
+            results.append(run_test(job, test, nonce, launch, runner))
+    finally:
+        runner.release(state)
+    return results
 
 
 def _parse_report(raw: bytes, nonce: str):
@@ -629,9 +818,14 @@ def _parse_report(raw: bytes, nonce: str):
     return (reports[0] if reports else None), None
 
 
-def _decide(test, nonce, status, timed_out, stdout, raw_report, truncated, cpu_exceeded):
+def _decide(test, nonce, status, timed_out, stdout, raw_report, truncated, cpu_exceeded, classify=None, stderr=b""):
     kind = test["kind"]
     if timed_out:
+        # A runtime that already reported running out of memory (and was still dying
+        # when the deadline came) gets the memory verdict.
+        known = classify(None, None, stderr) if classify is not None else None
+        if known is not None and known[0] == "memory":
+            return known
         return "timeout", "wall-clock limit exceeded; the process group was killed"
     signum = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
     code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
@@ -647,6 +841,10 @@ def _decide(test, nonce, status, timed_out, stdout, raw_report, truncated, cpu_e
     if code == EXIT_MEMORY and (report is None or report.get("event") == "memory"):
         return "memory", "MemoryError (memory limit reached)"
     if report is None:
+        if classify is not None and (signum is not None or code != 0):
+            known = classify(signum, code, stderr)
+            if known is not None:
+                return known
         if signum is not None:
             return "runtime_error", f"killed by signal {signal.Signals(signum).name}"
         if kind == "io" and code == 0:
@@ -732,11 +930,18 @@ def _wipe(path: str) -> None:
 def run_job(job: dict, workdir: str, scratch: list[str]) -> dict:
     """Run every test of a job in the (wiped) work directory and build the result."""
     start = time.monotonic()
+    language = job.get("language", "python")
+    runner = RUNNERS.get(language)
+    if runner is None:
+        raise ValueError(f"no runner for language {language!r} in this sandbox (known: {', '.join(RUNNERS)})")
     os.chdir(workdir)
     tests = []
     try:
-        for test in job["tests"]:
-            tests.append(run_test(job, test))
+        if runner.in_process:
+            for test in job["tests"]:
+                tests.append(run_test(job, test))
+        else:
+            tests = _run_with_runner(runner, job)
     finally:
         os.chdir("/")
         for path in [workdir, *scratch]:

@@ -1,12 +1,13 @@
 """Building the sandbox images (``grpo-code sandbox build``).
 
 The image is ``sandboxes/<lang>/Dockerfile`` built with the legacy builder and
-``--network none`` from a temporary context holding the Dockerfile and the executor. It is
-labelled with a hash of (Dockerfile, executor source, base image id), so a rebuild is
-skipped when nothing changed. ``--bootstrap`` makes the base image without any registry:
-``mmdebstrap --variant=apt --include=python3 <codename>`` from the host's Debian sources,
-cached as a tarball under ``$GRPO_CODE_CACHE`` (default ``~/.cache/grpo-code``), then
-``docker import``-ed.
+``--network none`` from a temporary context holding the Dockerfile and the sandbox
+runtime (``executor.py``, ``runners.py``, ``harness/``). It is labelled with a hash of
+(Dockerfile, runtime files, base image id), so a rebuild is skipped when nothing changed.
+``--bootstrap`` makes the base image without any registry: ``mmdebstrap --variant=apt
+--include=<the language's packages> <codename>`` from the host's Debian sources (python3
+for every language, plus nodejs or g++), cached as a tarball under ``$GRPO_CODE_CACHE``
+(default ``~/.cache/grpo-code``), then ``docker import``-ed.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ from grpo_code.sandbox.local_backend import EXECUTOR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SANDBOXES = REPO_ROOT / "sandboxes"
+RUNTIME = [EXECUTOR, EXECUTOR.parent / "runners.py", *sorted((EXECUTOR.parent / "harness").glob("*.*"))]
+"""What every image gets under /opt/grpo-code (the executor imports runners.py next to it)."""
 DEFAULT_BASE = {"python": "python:3.12-slim"}
-BOOTSTRAP_PACKAGES = {"python": ["python3"]}
+"""Registry base images; other languages need python3 and their toolchain in one image,
+which no official image has: they use --bootstrap or --base-image."""
+BOOTSTRAP_PACKAGES = {"python": ["python3"], "javascript": ["python3", "nodejs"], "cpp": ["python3", "g++"]}
 HASH_LABEL = "grpo-code.build-hash"
 EXECUTOR_LABEL = "grpo-code.executor-hash"
 BOOTSTRAP_LABEL = "grpo-code.bootstrap"
@@ -195,13 +200,17 @@ def bootstrap_base(lang: str, log: Log = print) -> str:
 
 
 def executor_hash() -> str:
-    """Hash of the executor source; images carry it so a stale image is detected."""
-    return hashlib.sha256(EXECUTOR.read_bytes()).hexdigest()[:16]
+    """Hash of the sandbox runtime (executor, runners, harnesses); images carry it so a
+    stale image is detected."""
+    h = hashlib.sha256()
+    for path in RUNTIME:
+        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16]
 
 
 def build_hash(lang: str, base_id: str) -> str:
     h = hashlib.sha256()
-    for part in (dockerfile(lang).read_bytes(), EXECUTOR.read_bytes(), base_id.encode()):
+    for part in (dockerfile(lang).read_bytes(), executor_hash().encode(), base_id.encode()):
         h.update(hashlib.sha256(part).digest())
     return h.hexdigest()[:24]
 
@@ -218,9 +227,14 @@ def build(
     dockerfile(lang)
     if docker_backend.engine_version() is None:
         raise SandboxError("no Docker engine answers", "start dockerd, then rerun `grpo-code sandbox build`")
-    tag = tag or docker_backend.DEFAULT_IMAGES.get(lang) or f"grpo-code-sandbox-{lang}:latest"
+    tag = tag or docker_backend.image_name(lang)
     if bootstrap and base_image is None:
         base_image = bootstrap_base(lang, log)
+    if base_image is None and lang not in DEFAULT_BASE:
+        raise SandboxError(
+            f"there is no registry base image for {lang} (it needs python3 and its toolchain in one image)",
+            f"use `grpo-code sandbox build --lang {lang} --bootstrap`, or --base-image with such an image",
+        )
     base_image = base_image or DEFAULT_BASE[lang]
     base_id = docker_backend.image_id(base_image)
     if base_id is None:
@@ -241,7 +255,10 @@ def build(
     log(f"building {tag} from {base_image}")
     with tempfile.TemporaryDirectory(prefix="grpo-code-build-") as ctx:
         shutil.copy(dockerfile(lang), Path(ctx) / "Dockerfile")
-        shutil.copy(EXECUTOR, Path(ctx) / "executor.py")
+        (Path(ctx) / "harness").mkdir()
+        for path in RUNTIME:
+            target = Path(ctx) / ("harness" if path.parent.name == "harness" else "") / path.name
+            shutil.copy(path, target)
         _run(
             [
                 "docker", "build", "--network", "none", "--pull=false", "--force-rm",

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grpo_code.errors import SandboxError
 from grpo_code.sandbox.worker import Worker, WorkerLost, subprocess_worker
 
 EXECUTOR = Path(__file__).resolve().parent / "executor.py"
@@ -20,6 +21,18 @@ WARNING = (
     "sandbox backend 'local' runs untrusted code directly on this machine: it is NOT a security "
     "boundary (use the docker backend for isolation; `grpo-code sandbox build --bootstrap`)"
 )
+
+
+def check_tools(language: str) -> None:
+    """Raise a SandboxError when the host lacks what the language's runner executes."""
+    from grpo_code.sandbox.runners import RUNNERS
+
+    missing = RUNNERS[language].missing_tools()
+    if missing:
+        raise SandboxError(
+            f"the local backend needs {', '.join(missing)} on PATH to run {language} jobs",
+            f"install it, or use the docker backend (`grpo-code sandbox build --lang {language} --bootstrap`)",
+        )
 
 
 def warn_local() -> None:

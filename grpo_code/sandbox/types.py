@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.errors import SandboxError
+from grpo_code.sandbox.runners import RUNNERS
 
-LANGUAGES = ("python",)
+LANGUAGES = tuple(RUNNERS)
+"""Languages with a runner (grpo_code/sandbox/runners.py); each has its own image."""
 COMPARE_MODES = ("exact", "lines", "tokens")
 
 
@@ -176,6 +178,13 @@ class Job:
         )
         _want(isinstance(self.program, str), "program", "must be a string")
         _want(len(self.tests) > 0, "tests", "is empty (a job needs at least one test)")
+        if not RUNNERS[self.language].call_tests:
+            for i, test in enumerate(self.tests):
+                _want(
+                    test.kind != "call",
+                    f"tests[{i}]",
+                    f"is a call test, which {self.language} does not support (use script or io tests)",
+                )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -349,7 +358,13 @@ def load_jobs(text: str, source: str = "job file") -> list[Job]:
 
 
 def wire_job(
-    job: Job, timeout_s: float, memory_mb: int, max_output_bytes: int, file_size_mb: int
+    job: Job,
+    timeout_s: float,
+    memory_mb: int,
+    max_output_bytes: int,
+    file_size_mb: int,
+    compile_timeout_s: float = 10.0,
+    compile_memory_mb: int = 1024,
 ) -> dict[str, Any]:
     """The job as the executor receives it: limits resolved against the config."""
     out = job.to_dict()
@@ -359,10 +374,18 @@ def wire_job(
         "max_output_bytes": max_output_bytes,
         "file_size_mb": file_size_mb,
     }
+    if RUNNERS[job.language].compiled:
+        out["limits"]["compile_timeout_s"] = compile_timeout_s
+        out["limits"]["compile_memory_mb"] = compile_memory_mb
     return out
 
 
 def job_deadline_s(wire: dict[str, Any]) -> float:
     """How long the host waits for a job before it declares the sandbox hung."""
     per_test = float(wire["limits"]["timeout_s"]) + 1.0
-    return 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)
+    deadline = 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)
+    if "compile_timeout_s" in wire["limits"]:
+        # at most one build per test kind (C++: the program alone for io, with the tests for script)
+        builds = len({t["kind"] for t in wire["tests"]})
+        deadline += builds * (float(wire["limits"]["compile_timeout_s"]) + 2.0)
+    return deadline

@@ -7,7 +7,7 @@ Hugging Face dataset id (``org/name[@split]``) where the hub is reachable.
 
 - ``humaneval``: HumanEval-style records (``task_id``, ``prompt``, ``canonical_solution``,
   ``test``, ``entry_point``); the model completes the prompt. ``language`` option for
-  multi-language files with the same fields.
+  multi-language files of that shape (HumanEval-X, MultiPL-E: JavaScript, C++).
 - ``mbpp``: MBPP full (``text``, ``code``, ``test_list``, ``test_setup_code``) and sanitized
   (``prompt``, ``code``, ``test_list``, ``test_imports``). The prompt shows one test so the
   function name is known; each assert is its own test; customary id-range splits.
@@ -89,27 +89,66 @@ def _need(record: Record, key: str, where: str) -> Any:
 
 # --------------------------------------------------------------------------- humaneval
 
+# MultiPL-E names languages by file extension.
+_LANGUAGE_ALIASES = {"py": "python", "python": "python", "js": "javascript", "javascript": "javascript",
+                     "cpp": "cpp", "c++": "cpp"}
+# How a test names the function under test (MultiPL-E: `let candidate = f;`, `auto candidate = f;`).
+_CANDIDATE = re.compile(r"\bcandidate\s*=\s*([A-Za-z_$][\w$]*)\s*;")
+_LAST_FUNCTION = {
+    "javascript": re.compile(r"(?:function\s+([A-Za-z_$][\w$]*)\s*\(|(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=)"),
+    "cpp": re.compile(r"\b([A-Za-z_]\w*)\s*\([^;{}()]*\)\s*(?:const\s*)?\{"),
+}
+
+
+def _entry_point(language: str, prompt: str, test: str) -> str | None:
+    """The function a HumanEval-style record tests, for files without an ``entry_point``."""
+    match = _CANDIDATE.search(test)
+    if match:
+        return match.group(1)
+    pattern = _LAST_FUNCTION.get(language)
+    found = [next(g for g in m.groups() if g) for m in pattern.finditer(prompt)] if pattern else []
+    return found[-1] if found else None
+
+
+def _script_test(language: str, test: str, entry: str | None) -> str:
+    if language == "python":
+        if re.search(r"^def check\(", test, re.M) and not re.search(r"^check\(", test, re.M):
+            return f"{test}\n\ncheck({entry})\n"
+        return test
+    if language == "cpp":
+        # MultiPL-E's C++ tests open with the `}` that closes the prompt's function (its
+        # completions stop before it); here programs are whole functions, so it goes.
+        return re.sub(r"\A\s*}[ \t]*\n", "", test, count=1)
+    return test
+
 
 def humaneval(records: list[Record], language: str = "python", source: str = "humaneval") -> list[Record]:
+    """HumanEval and its multi-language versions with the same shape: HumanEval-X
+    (``declaration``, ``canonical_solution``) and MultiPL-E (``name``, ``tests``, no
+    ``entry_point`` or solution). The tests become one ``script`` test."""
     out = []
     for i, r in enumerate(records):
         where = f"{source}[{i}]"
-        task_id, prompt = _need(r, "task_id", where), _need(r, "prompt", where)
-        test, entry = _need(r, "test", where), _need(r, "entry_point", where)
-        code = test
-        if language == "python" and re.search(r"^def check\(", test, re.M) and not re.search(
-            r"^check\(", test, re.M
-        ):
-            code = f"{test}\n\ncheck({entry})\n"
+        declared = _LANGUAGE_ALIASES.get(str(r.get("language", "")).lower())
+        if declared is not None and declared != language:
+            raise SuiteError(f"{where}: the record's language is {r['language']!r}, not {language}",
+                             f"pass --language {declared}")
+        task_id = r.get("task_id") if r.get("task_id") is not None else _need(r, "name", where)
+        prompt = _need(r, "prompt", where)
+        test = r.get("test") if r.get("test") is not None else _need(r, "tests", where)
+        entry = r.get("entry_point") or _entry_point(language, prompt, test)
+        if entry is None and language == "python":
+            _need(r, "entry_point", where)
         task: Record = {
-            "id": task_id,
+            "id": str(task_id),
             "prompt": prompt,
             "language": language,
             "mode": "complete",
-            "entry_point": entry,
-            "tests": [{"kind": "script", "code": code}],
+            "tests": [{"kind": "script", "code": _script_test(language, test, entry)}],
             "metadata": {"source": source, "split": "test"},
         }
+        if entry:
+            task["entry_point"] = entry
         if r.get("canonical_solution") is not None:
             task["reference"] = prompt + r["canonical_solution"]
         out.append(task)

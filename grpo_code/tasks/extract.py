@@ -21,6 +21,14 @@ FENCE_TAGS = {
 # A fence opens at the start of a line: ```tag, then the code until a closing ``` line.
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
 _CODE_START = re.compile(r"^(def |async def |class |import |from \w[\w.]* import |@\w)", re.M)
+# Where unfenced code starts in the other languages (the rest of the text is taken).
+_CODE_STARTS = {
+    "javascript": re.compile(r"^(function[\s*]|async function |const |let |var |class |'use strict'|\"use strict\"|module\.exports)", re.M),
+    "cpp": re.compile(r"^(#include|using |template\s*<|namespace |struct |class |(?:static |inline )*(?:const )?"
+                      r"(?:int|long|bool|void|double|float|char|auto|unsigned|size_t|std::|string|vector)\b)", re.M),
+}
+# Lines of a C++ prefix that an answer needs in front of it (headers, using-declarations).
+_CPP_HEADER = re.compile(r"^\s*(#\s*include\b|using\s+namespace\b)")
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def _python_prefix_that_parses(lines: list[str]) -> str | None:
 def unfenced_code(text: str, language: str = "python") -> str | None:
     """Code written without fences: from the first line that starts code, cut where prose starts."""
     if language != "python":
-        match = _CODE_START.search(text)
+        match = _CODE_STARTS.get(language, _CODE_START).search(text)
         return text[match.start():] if match else None
     match = _CODE_START.search(text)
     if not match:
@@ -97,15 +105,18 @@ def extract_code(text: str, language: str = "python", which: str = "last",
     return Extraction(None, "none")
 
 
-def continuation(text: str) -> str:
+def continuation(text: str, language: str = "python") -> str:
     """The body a base model wrote after a code prefix: up to the first top-level line.
 
     A function body is indented; the first non-blank line at column 0 (a new ``def``, a
-    test, ``if __name__``, prose, a closing fence) ends it.
+    test, ``if __name__``, prose, a closing fence) ends it. In brace languages (JavaScript,
+    C++) a column-0 ``}`` closes the prefix's function and is kept.
     """
     out = []
     for line in text.split("\n"):
         if line.strip() and not line[0].isspace():
+            if language != "python" and line.startswith("}"):
+                out.append(line.rstrip())
             break
         out.append(line)
     return "\n".join(out).rstrip() + "\n"
@@ -137,7 +148,7 @@ def _header(prefix: str) -> str:
 def build_program(task: Any, completion: str, style: str = "chat", which: str = "last") -> Extraction:
     """The program to run for ``task`` given a completion rendered in ``style``."""
     if style == "raw" and task.mode == "complete":
-        body = continuation(completion)
+        body = continuation(completion, task.language)
         if not body.strip():
             return Extraction(None, "none")
         return Extraction(task.prompt + body, "continuation")
@@ -147,7 +158,17 @@ def build_program(task: Any, completion: str, style: str = "chat", which: str = 
             return Extraction(code.rstrip() + "\n", "continuation")
         return extract_code(completion, task.language, which, task.entry_point)
     found = extract_code(completion, task.language, which, task.entry_point)
-    if not found.ok or task.mode != "complete" or task.language != "python":
+    if not found.ok or task.mode != "complete":
+        return found
+    if task.language == "cpp":
+        # The prefix's #include and using lines, which answers often leave out (repeating
+        # them is harmless); an answer that is only the body continues the prefix.
+        code = found.program or ""
+        if code.startswith((" ", "\t")) and task.entry_point and task.entry_point not in code:
+            return Extraction(task.prompt + code, found.how)
+        header = "".join(ln + "\n" for ln in task.prompt.splitlines() if _CPP_HEADER.match(ln))
+        return Extraction(header + code if header else code, found.how)
+    if task.language != "python":
         return found
     code = found.program or ""
     if task.entry_point and not _defines(code, task.entry_point):

@@ -1,0 +1,351 @@
+"""Language runners: how a job in one language becomes files, a build and one process per test.
+
+Standard library only: this file is copied into every sandbox image next to the executor
+(``/opt/grpo-code/runners.py``, with ``harness/``) and is also imported on the host, where
+:data:`RUNNERS` is the list of supported languages. A runner answers, for its language:
+
+* **files and build** (``prepare``): write the program (and for compiled languages the
+  test code) into the work dir and build it *once per job*, through the executor's
+  ``compile`` callback, which runs the compiler under the compile limits
+  (``compile_timeout_s``, ``compile_memory_mb``) and returns a sealed executable or the
+  compiler's message; a failed build is a ``compile_error`` for every test that needed it.
+* **run** (``launch``): the command of one test's process, the payload its in-process
+  harness reads on fd 4 (the per-test nonce, for script tests the test code), and the
+  address-space limit. The executor forks, applies the limits and execs it; the harness
+  reports on fd 3 exactly as the Python harness does, and the executor decides the verdict.
+* **test kinds**: ``script`` (test code appended to the program, in its scope), ``io``
+  (stdin/stdout compared by the executor), ``call`` when ``call_tests`` is true.
+* **crash signatures** (``classify``): verdicts for a process that died without a report
+  (a runtime's own out-of-memory abort is ``memory``, not ``runtime_error``).
+
+Python is the special case (``in_process``): its tests run in a fork of the warm executor
+itself, which is what makes them cheap. Adding a language is one class here, one line in
+:data:`RUNNERS` and one ``sandboxes/<language>/Dockerfile`` (docs/languages.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+# No dataclasses here: the executor imports this module into its warm parent, and every
+# module it pulls in (dataclasses brings inspect) makes each fork of a Python test dearer.
+
+HARNESS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness")
+
+# compile(argv, output, memory_mb=None) -> the file ``output`` as a sealed, read-only fd
+# (an executable the executor can exec) or the compiler's message when the build failed.
+CompileFn = Callable[..., "int | str"]
+
+
+class Launch:
+    """One test's process: ``argv`` run from ``executable`` (a path, or a sealed fd).
+
+    ``payload`` is read by the process's harness on fd 4 (empty: fd 4 is not opened);
+    ``memory_mb`` is its RLIMIT_AS; ``aux_fd`` is a sealed read-only file it reads as
+    /proc/self/fd/6 (a runtime snapshot)."""
+
+    __slots__ = ("argv", "executable", "payload", "memory_mb", "aux_fd")
+
+    def __init__(
+        self, argv: list[str], executable: str | int, payload: bytes, memory_mb: int, aux_fd: int | None = None
+    ):
+        self.argv = argv
+        self.executable = executable
+        self.payload = payload
+        self.memory_mb = memory_mb
+        self.aux_fd = aux_fd
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Launch) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+
+class Runner:
+    """Base of the language runners; the methods below are the whole interface."""
+
+    language = ""
+    tools: tuple[str, ...] = ()
+    """Executables the runner needs on PATH (checked before a job runs)."""
+    in_process = False
+    call_tests = True
+    compiled = False
+    """True when ``prepare`` runs a compiler (the host adds compile time to job deadlines)."""
+
+    def missing_tools(self) -> list[str]:
+        return [tool for tool in self.tools if shutil.which(tool) is None]
+
+    def prepare(self, job: dict, workdir: str, compile: CompileFn) -> Any:
+        """Write files and build once for the whole job; returns the runner's state."""
+        return None
+
+    def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
+        """The process of test ``index``, or the compiler's message if its build failed."""
+        raise NotImplementedError
+
+    def classify(self, signum: int | None, code: int | None, stderr: bytes) -> tuple[str, str] | None:
+        """A verdict for a process that ended without a report, or None for the default."""
+        return None
+
+    def release(self, state: Any) -> None:
+        """Free what ``prepare`` made (sealed executables)."""
+
+
+class PythonRunner(Runner):
+    """Python: the executor forks itself per test and runs program and test in the child
+    (see ``executor._run_test``); nothing is built or executed from disk."""
+
+    language = "python"
+    in_process = True
+
+
+# --------------------------------------------------------------------------- JavaScript
+
+
+class JavaScriptRunner(Runner):
+    """Node.js: ``harness/javascript.js`` runs the program and the test as two classic
+    scripts in one global scope. There is no separate build: each test's harness parses the
+    program first and reports a syntax error as ``compile_error``. Call tests are supported
+    (the harness serialises the return value to plain data).
+
+    Start-up is most of a test's cost, so each worker builds a V8 startup snapshot of
+    node's bootstrap once per heap size (``--build-snapshot``, kept sealed in memory) and
+    starts every test process from it: about 40% less CPU than a cold start of a node
+    built without its own snapshot, as Debian's is. Where that fails (an older node), tests
+    start cold; the verdicts are the same."""
+
+    language = "javascript"
+    tools = ("node",)
+    HEADROOM_MB = 1024
+    """V8 reserves ~750 MiB of address space at start-up: the heap is capped with
+    --max-old-space-size=memory_mb and RLIMIT_AS gets this much on top."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[tuple[str, int], int | None] = {}
+
+    def _snapshot(self, node: str, memory: int, compile: CompileFn) -> int | None:
+        """The sealed snapshot blob for this heap size (the flags must match at use)."""
+        key = (node, memory)
+        if key not in self._snapshots:
+            entry = os.path.join(HARNESS_DIR, "javascript_snapshot.js")
+            argv = [node, f"--max-old-space-size={memory}", "--snapshot-blob", "node.blob", "--build-snapshot", entry]
+            built = compile(argv, "node.blob", memory + self.HEADROOM_MB)
+            self._snapshots[key] = built if isinstance(built, int) else None
+        return self._snapshots[key]
+
+    def prepare(self, job: dict, workdir: str, compile: CompileFn) -> Any:
+        node = shutil.which("node") or "node"
+        memory = int(job["limits"]["memory_mb"])
+        return {
+            "node": node,
+            "harness": os.path.join(HARNESS_DIR, "javascript.js"),
+            "snapshot": self._snapshot(node, memory, compile),
+        }
+
+    def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
+        test = job["tests"][index]
+        payload: dict[str, Any] = {"nonce": nonce, "kind": test["kind"], "program": job["program"]}
+        if test["kind"] == "script":
+            payload["code"] = test["code"]
+        elif test["kind"] == "call":
+            payload["fn"] = test["fn"]
+            payload["args"] = test.get("args", [])
+        memory = int(job["limits"]["memory_mb"])
+        argv = [state["node"]]
+        if state["snapshot"] is not None:
+            argv += ["--snapshot-blob", "/proc/self/fd/6"]
+        argv += [f"--max-old-space-size={memory}", state["harness"]]
+        return Launch(argv, state["node"], json.dumps(payload).encode(), memory + self.HEADROOM_MB, state["snapshot"])
+
+    def classify(self, signum: int | None, code: int | None, stderr: bytes) -> tuple[str, str] | None:
+        if b"heap out of memory" in stderr or b"Fatal process out of memory" in stderr:
+            return "memory", "JavaScript heap out of memory (memory limit reached)"
+        return None
+
+
+# --------------------------------------------------------------------------- C++
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*")
+# Lower-case names that standard headers define as macros; #undef-ing them would break
+# code that uses them (assert is re-included instead).
+_STD_MACROS = frozenset(
+    "assert errno offsetof setjmp alloca va_start va_end va_arg va_copy stdin stdout stderr "
+    "main defined _Pragma".split()
+)
+# C++'s alternative operator spellings cannot be macro names.
+_OPERATOR_WORDS = frozenset("and and_eq bitand bitor compl not not_eq or or_eq xor xor_eq".split())
+
+
+def undefines(code: str) -> list[str]:
+    """``#undef`` lines for the identifiers of trusted code, so the program's macros (say
+    ``#define candidate(...) true``) cannot rewrite it. Upper-case names (INT_MAX, EOF),
+    the macros above and the preprocessor's own ``__X__`` names are left alone."""
+    names = sorted(set(_IDENTIFIER.findall(code)))
+    keep = []
+    for name in names:
+        if name in _STD_MACROS or name in _OPERATOR_WORDS or name.isupper() or name.startswith(("__has_", "__VA_")):
+            continue
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        keep.append(f"#undef {name}")
+    return keep
+
+
+def leading_directives(program: str) -> int:
+    """Number of leading lines that are blank, comments or preprocessor directives."""
+    lines = program.split("\n")
+    in_comment = continued = False
+    for i, line in enumerate(lines):
+        text = line.strip()
+        if continued:
+            continued = text.endswith("\\")
+            continue
+        if in_comment:
+            if "*/" in text:
+                in_comment = False
+                if text.split("*/", 1)[1].strip():
+                    return i
+            continue
+        if not text or text.startswith("//"):
+            continue
+        if text.startswith("#"):
+            continued = text.endswith("\\")
+            continue
+        if text.startswith("/*"):
+            rest = text[2:]
+            if "*/" not in rest:
+                in_comment = True
+                continue
+            if rest.split("*/", 1)[1].strip():
+                return i
+            continue
+        return i
+    return len(lines)
+
+
+_BITS_STDCXX = re.compile(r"^\s*#\s*include\s*<bits/stdc\+\+\.h>", re.M)
+
+
+_HARNESS_CACHE: dict[str, tuple[str, str]] = {}
+
+
+def _harness_parts() -> tuple[str, str]:
+    if "cpp" not in _HARNESS_CACHE:
+        with open(os.path.join(HARNESS_DIR, "cpp.hpp")) as f:
+            text = f.read()
+        head, sep, tail = text.partition("\n// @@tests@@\n")
+        assert sep, "harness/cpp.hpp lost its @@tests@@ line"
+        _HARNESS_CACHE["cpp"] = (head, tail)
+    return _HARNESS_CACHE["cpp"]
+
+
+def script_unit(program: str, codes: list[str]) -> str:
+    """The translation unit of a job's script tests: program, tests, harness main()."""
+    head, tail = _harness_parts()
+    lines = program.split("\n")
+    k = leading_directives(program)
+    out = [
+        *lines[:k],
+        # The program's own main (an answer often has one) becomes a plain function.
+        "#define main __grpo_program_main",
+        f'#line {k + 1} "main.cpp"',
+        *lines[k:],
+        "#undef main",
+        '#pragma GCC diagnostic ignored "-Wreturn-type"',
+    ]
+    table = []
+    for i, code in enumerate(codes):
+        out += undefines(code)
+        # A program's `#define NDEBUG` or own `assert` must not disarm the test's asserts.
+        out += ["#undef NDEBUG", "#undef assert", "#include <assert.h>"]
+        # At -O2 a renamed main that runs off its end is undefined behaviour (it is not
+        # main any more); at O0 it just returns.
+        out += [f'#define main __attribute__((optimize("O0"))) __grpo_test_main_{i}', f'#line 1 "test_{i}.cpp"']
+        out += [code, "#undef main"]
+        table.append(f"  []() -> int {{ return __grpo_invoke(__grpo_test_main_{i}); }},")
+    table_text = "static int (*const __grpo_tests[])() = {\n" + "\n".join(table) + "\n};\n"
+    table_text += f"static const long __grpo_test_count = {len(codes)};"
+    out += undefines(head + tail + table_text)
+    out += ['#line 1 "grpo_harness.hpp"', head, table_text, tail]
+    return "\n".join(out) + "\n"
+
+
+class CppRunner(Runner):
+    """C++17 with g++ -O2. A job is compiled once per binary it needs: the program alone
+    (``main.cpp``, its own main) for ``io`` tests, and the program with every script test
+    plus ``harness/cpp.hpp`` (``tests.cpp``, see :func:`script_unit`) for ``script`` tests;
+    each test then runs the binary in a fresh process. A script test is C++ code that
+    defines ``int main()`` and checks with ``assert`` (HumanEval-X / MultiPL-E style); the
+    script tests of a job share one translation unit, so the names they define must not
+    clash. No ``call`` tests (the harness would need the function's C++ types)."""
+
+    language = "cpp"
+    tools = ("g++",)
+    call_tests = False
+    compiled = True
+    FLAGS = ("-std=c++17", "-O2", "-pipe")
+
+    def compile_argv(self, program: str, source: str, output: str) -> list[str]:
+        argv = ["g++", *self.FLAGS]
+        if _BITS_STDCXX.search(program):
+            # Included first, the image's precompiled bits/stdc++.h applies (several times
+            # faster); the program includes it anyway, so nothing else changes.
+            argv += ["-include", "bits/stdc++.h"]
+        return [*argv, "-o", output, source]
+
+    def prepare(self, job: dict, workdir: str, compile: CompileFn) -> Any:
+        program = job["program"]
+        kinds = {t["kind"] for t in job["tests"]}
+        state: dict[str, Any] = {"position": {}}
+        if "io" in kinds:
+            _write(workdir, "main.cpp", program)
+            state["io"] = compile(self.compile_argv(program, "main.cpp", "main"), "main")
+        codes = []
+        for i, test in enumerate(job["tests"]):
+            if test["kind"] == "script":
+                state["position"][i] = len(codes)
+                codes.append(test["code"])
+        if codes:
+            _write(workdir, "tests.cpp", script_unit(program, codes))
+            state["script"] = compile(self.compile_argv(program, "tests.cpp", "tests"), "tests")
+        return state
+
+    def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
+        kind = job["tests"][index]["kind"]
+        if kind not in ("io", "script"):
+            return f"{kind} tests are not supported for C++ (use script or io tests)"
+        build = state[kind]
+        if isinstance(build, str):
+            return build
+        memory = int(job["limits"]["memory_mb"])
+        if kind == "io":
+            return Launch(["./main"], build, b"", memory)
+        return Launch(["./tests", str(state["position"][index])], build, nonce.encode(), memory)
+
+    def classify(self, signum: int | None, code: int | None, stderr: bytes) -> tuple[str, str] | None:
+        if b"std::bad_alloc" in stderr:
+            return "memory", "std::bad_alloc (memory limit reached)"
+        return None
+
+    def release(self, state: Any) -> None:
+        for key in ("io", "script"):
+            if isinstance(state.get(key), int):
+                try:
+                    os.close(state[key])
+                except OSError:
+                    pass
+
+
+def _write(workdir: str, name: str, text: str) -> None:
+    with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+RUNNERS: dict[str, Runner] = {
+    "python": PythonRunner(),
+    "javascript": JavaScriptRunner(),
+    "cpp": CppRunner(),
+}
