@@ -1,0 +1,160 @@
+"""Does GRPO training make the demo model better? The demo's learning check, on CPU.
+
+Three commands, each the one a user would run:
+
+1. ``grpo-code eval MODEL --split train --n 8``  pass@1 of the untrained model on the
+   demo suite's train tasks (sampled at the training temperature),
+2. ``grpo-code train CONFIG``                     GRPO on those tasks,
+3. ``grpo-code eval RUN/final ...``               the same eval of the trained model.
+
+It passes when both hold:
+
+- the mean reward of the last quarter of steps exceeds the first quarter's by more than
+  twice the standard error of that difference (per-step means are the samples), and
+- pass@1 rises by at least ``--min-gain`` (default 0.05) absolute.
+
+    .venv/bin/python scripts/learning_check.py               # prints the curve and a verdict
+    .venv/bin/python scripts/learning_check.py --json        # one JSON object on stdout
+    .venv/bin/python scripts/learning_check.py --steps 32 train.trl.learning_rate=1e-5
+
+The run directory, both evals and ``learning_check.json`` land in ``--out`` (default
+``runs/learning-check-<timestamp>``). Exit status 0 when the check passes, 1 when not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The demo config (constant learning rate 2e-5, G=4) with 4 prompts a step instead of 2, so
+# that a step's mean reward depends less on which tasks were drawn. Later overrides win.
+LEARNING = ["train.trl.per_device_train_batch_size=16", "train.trl.save_steps=1000"]
+
+
+def run(cmd: list[str], log: Path, quiet: bool) -> float:
+    """Run a grpo-code command, teeing its output to ``log``; returns its wall time."""
+    started = time.monotonic()
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            if not quiet:
+                sys.stderr.write(line)
+        if proc.wait() != 0:
+            sys.exit(f"error: {' '.join(cmd[2:5])}... exited {proc.returncode}; its output is in {log}")
+    return time.monotonic() - started
+
+
+def eval_summary(out: Path) -> dict:
+    found = list(out.glob("*/summary.json"))
+    if len(found) != 1:
+        sys.exit(f"error: expected one summary.json under {out}, found {len(found)}")
+    return json.loads(found[0].read_text())
+
+
+def reward_curve(run_dir: Path) -> list[float]:
+    rewards = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if "reward" in rec and "step" in rec:
+            rewards.append(float(rec["reward"]))
+    return rewards
+
+
+def quarter_test(rewards: list[float]) -> dict:
+    """Last quarter vs first quarter of per-step mean rewards, with the noise of the difference."""
+    q = max(1, len(rewards) // 4)
+    first, last = rewards[:q], rewards[-q:]
+    var = lambda xs: statistics.variance(xs) if len(xs) > 1 else 0.0  # noqa: E731
+    se = math.sqrt(var(first) / len(first) + var(last) / len(last))
+    diff = statistics.mean(last) - statistics.mean(first)
+    return {"first_quarter": round(statistics.mean(first), 4), "last_quarter": round(statistics.mean(last), 4),
+            "diff": round(diff, 4), "se": round(se, 4), "steps_per_quarter": q,
+            "beyond_noise": bool(len(rewards) >= 4 and diff > 2 * se)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("overrides", nargs="*", help="config overrides for training (key=value)")
+    ap.add_argument("--config", default="configs/demo.yaml", help="training config (default: the demo)")
+    ap.add_argument("--steps", type=int, default=24, help="training steps (train.trl.max_steps)")
+    ap.add_argument("--n", type=int, default=8, help="samples per task in the evals (pass@1 from n)")
+    ap.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass in the evals")
+    ap.add_argument("--min-gain", type=float, default=0.05, help="required rise of pass@1, absolute")
+    ap.add_argument("--out", type=Path, help="output directory (default: runs/learning-check-<timestamp>)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    args = ap.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    from grpo_code.config import load_config
+
+    overrides = [*LEARNING, f"train.trl.max_steps={args.steps}", *args.overrides]
+    cfg = load_config(args.config, overrides)
+    out = (args.out or ROOT / "runs" / time.strftime("learning-check-%Y%m%d-%H%M%S")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    grpo = [sys.executable, "-m", "grpo_code"]
+    say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    env_note = f"{os.cpu_count()} cores"
+
+    def evaluate(model: str, dest: Path) -> tuple[dict, float]:
+        secs = run([*grpo, "eval", model, "--config", args.config, "--tasks", cfg.tasks.suite,
+                    "--split", cfg.tasks.train_split, "--n", str(args.n), "--k", "1",
+                    "--temperature", str(cfg.generation.temperature),
+                    "--max-new-tokens", str(cfg.generation.max_new_tokens),
+                    "--batch-size", str(args.batch_size), "--seed", "1234", "--out", str(dest)],
+                   dest.with_suffix(".log"), args.json)
+        return eval_summary(dest), secs
+
+    started = time.monotonic()
+    say(f"learning check in {out} ({env_note})")
+    before, before_s = evaluate(cfg.model.name, out / "eval-before")
+    say(f"before: pass@1 {before['pass_at_k']['1']:.3f} ({before_s / 60:.1f} min)")
+    run_dir = out / "run"
+    train_s = run([*grpo, "train", args.config, *overrides, f"output.dir={run_dir}"], out / "train.log", args.json)
+    rewards = reward_curve(run_dir)
+    say(f"trained {len(rewards)} steps ({train_s / 60:.1f} min)")
+    after, after_s = evaluate(str(run_dir / "final"), out / "eval-after")
+    say(f"after:  pass@1 {after['pass_at_k']['1']:.3f} ({after_s / 60:.1f} min)")
+
+    quarters = quarter_test(rewards)
+    gain = after["pass_at_k"]["1"] - before["pass_at_k"]["1"]
+    report = {
+        "steps": len(rewards),
+        "reward_curve": [round(r, 4) for r in rewards],
+        "reward": quarters,
+        "pass_at_1_before": before["pass_at_k"]["1"], "ci95_before": before["ci95"]["1"],
+        "pass_at_1_after": after["pass_at_k"]["1"], "ci95_after": after["ci95"]["1"],
+        "pass_at_1_gain": round(gain, 4),
+        "n": args.n, "tasks": before["tasks"],
+        "minutes": {"eval_before": round(before_s / 60, 1), "train": round(train_s / 60, 1),
+                    "eval_after": round(after_s / 60, 1), "total": round((time.monotonic() - started) / 60, 1)},
+        "passed": bool(quarters["beyond_noise"] and gain >= args.min_gain),
+        "out": str(out),
+    }
+    (out / "learning_check.json").write_text(json.dumps(report, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print()
+        print("reward per step:", " ".join(f"{r:.2f}" for r in rewards))
+        print(f"reward: first quarter {quarters['first_quarter']:.3f} -> last quarter {quarters['last_quarter']:.3f} "
+              f"(diff {quarters['diff']:+.3f}, 2 x se {2 * quarters['se']:.3f})")
+        print(f"pass@1 on {before['tasks']} train tasks (n={args.n}): {report['pass_at_1_before']:.3f} -> "
+              f"{report['pass_at_1_after']:.3f} ({gain:+.3f}, need +{args.min_gain:.2f})")
+        print(f"minutes: {report['minutes']}")
+        print("PASSED" if report["passed"] else "FAILED")
+    sys.exit(0 if report["passed"] else 1)
+
+
+if __name__ == "__main__":
+    main()
