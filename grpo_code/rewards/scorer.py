@@ -104,11 +104,6 @@ class RewardScorer:
         self.counts: dict[str, int] = {s: 0 for s in SOURCES}
         """Lifetime count of completions per source (no_code, cache, inflight, executed)."""
 
-    @property
-    def image_id(self) -> str:
-        """What the Python sandbox image contributes to cache keys."""
-        return self.image_for("python")
-
     def image_for(self, language: str) -> str:
         """What a language's sandbox image contributes to cache keys (the docker image id,
         or the local Python); an ``image_id`` given to the constructor stands for all."""
@@ -149,10 +144,15 @@ class RewardScorer:
             running = self._inflight.get(key)
             if running is not None:
                 return self._count(Handle(task, extraction, running, reused or "inflight", key, weights))
-            future = self.sandbox.submit(job)
-            self._inflight[key] = future
-        future.add_done_callback(lambda f, k=key: self._finished(k, f))
+            future = self._launch(key, job)
         return self._count(Handle(task, extraction, future, "executed", key, weights))
+
+    def _launch(self, key: str, job: Any) -> Future[Result]:
+        """Start ``job`` as the one run of ``key``; its result goes to the cache. Call with the lock held."""
+        future = self.sandbox.submit(job)
+        self._inflight[key] = future
+        future.add_done_callback(lambda f, k=key: self._finished(k, f))
+        return future
 
     def _count(self, handle: Handle) -> Handle:
         with self._lock:
@@ -195,11 +195,9 @@ class RewardScorer:
         with self._lock:
             if key in self._inflight or self.cache.get(key) is not None:
                 return False
-            future = self.sandbox.submit(job)
-            self._inflight[key] = future
+            self._launch(key, job)
             self._speculative.add(key)
             self.speculated += 1
-        future.add_done_callback(lambda f, k=key: self._finished(k, f))
         return True
 
     def claim(self, task: Any, completion: Any, style: str = "chat") -> Handle:

@@ -104,20 +104,20 @@ class GrpoCodeTrainer(GRPOTrainer):
                 self._submit(row, ids)
         return completion_ids, logprobs
 
+    def _row(self, row: int, ids: list[int]) -> tuple[Any, str]:
+        """The task of a batch row and the text of its token ids (the scorer keys on text alone,
+        whatever the prompt style)."""
+        return self.code_reward.tasks[self._batch_task_ids[row]], self.processing_class.decode(
+            ids, skip_special_tokens=True)
+
     def _submit(self, row: int, completion_ids: list[int]) -> None:
         """Hand a finished completion to the sandbox now; the reward function claims it later."""
-        text = self.processing_class.decode(completion_ids, skip_special_tokens=True)
-        task = self.code_reward.tasks[self._batch_task_ids[row]]
-        completion: Any = [{"role": "assistant", "content": text}] if self.style == "chat" else text
-        self.code_reward.scorer.submit_early(task, completion, self.style)
+        self.code_reward.scorer.submit_early(*self._row(row, completion_ids), self.style)
         self.early_submitted += 1
 
     def _speculate(self, row: int, partial_ids: list[int]) -> None:
         """Start the program of a completion still being generated (its code block just closed)."""
-        text = self.processing_class.decode(partial_ids, skip_special_tokens=True)
-        task = self.code_reward.tasks[self._batch_task_ids[row]]
-        partial: Any = [{"role": "assistant", "content": text}] if self.style == "chat" else text
-        self.code_reward.scorer.speculate(task, partial, self.style)
+        self.code_reward.scorer.speculate(*self._row(row, partial_ids), self.style)
 
     # ----------------------------------------------------------------- rewards
 
