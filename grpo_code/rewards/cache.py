@@ -24,15 +24,14 @@ from pathlib import Path
 
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import RewardError
-from grpo_code.sandbox.types import Job, Result, Status, wire_job
+from grpo_code.sandbox.types import Job, Result, Status, wire_for
 
 SCHEMA_VERSION = 1
 
 
 def cache_key(job: Job, sandbox: SandboxConfig, image_id: str) -> str:
     """Content address of a job's result: limits resolved against the sandbox config."""
-    wire = wire_job(job, sandbox.timeout_s, sandbox.memory_mb, sandbox.max_output_kb * 1024, sandbox.file_size_mb,
-                    sandbox.compile_timeout_s, sandbox.compile_memory_mb)
+    wire = wire_for(job, sandbox)
     payload = {
         "v": SCHEMA_VERSION,
         "language": wire["language"],

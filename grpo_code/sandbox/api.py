@@ -1,6 +1,6 @@
 """The Python API of the sandbox: ``Sandbox(config).run(jobs) -> results``.
 
-One :class:`Sandbox` owns one worker pool, shared by every caller (training and eval):
+One :class:`Sandbox` owns one worker pool per language, shared by every caller (training and eval):
 ``run`` blocks, ``arun`` awaits, ``submit`` returns a future so scoring can start while
 the rest of a batch is still being generated. At most ``sandbox.workers`` jobs run at
 once; the pool starts lazily on the first job and stops on ``close()``, at the end of a
@@ -28,7 +28,7 @@ from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend, local_backend
 from grpo_code.sandbox.pool import WorkerPool, shutdown_all
 from grpo_code.sandbox.runners import RUNNERS
-from grpo_code.sandbox.types import Job, Result, wire_job
+from grpo_code.sandbox.types import Job, Result, wire_for
 
 BACKENDS = ("auto", "docker", "local", "ray")
 
@@ -141,7 +141,7 @@ class Sandbox:
         """Stop the workers and remove their containers / temp dirs. Idempotent."""
         with self._lock:
             self._closed = True
-            pools, threads = list({id(p): p for p in self._pools.values()}.values()), self._threads
+            pools, threads = self._live_pools(), self._threads
             self._pools, self._threads = {}, None
         if threads is not None:
             threads.shutdown(wait=False, cancel_futures=True)
@@ -175,12 +175,7 @@ class Sandbox:
     def _wire(self, job: Job | dict[str, Any]) -> tuple[Job, dict[str, Any]]:
         if isinstance(job, dict):
             job = Job.from_dict(job)
-        cfg = self.config
-        wire = wire_job(
-            job, cfg.timeout_s, cfg.memory_mb, cfg.max_output_kb * 1024, cfg.file_size_mb,
-            cfg.compile_timeout_s, cfg.compile_memory_mb,
-        )  # fmt: skip
-        return job, wire
+        return job, wire_for(job, self.config)
 
     def _execute(self, pool: WorkerPool, job: Job, wire: dict[str, Any]) -> Result:
         start = time.monotonic()

@@ -380,6 +380,12 @@ def wire_job(
     return out
 
 
+def wire_for(job: Job, config: Any) -> dict[str, Any]:
+    """``wire_job`` with the limits of a ``SandboxConfig``: what a sandbox sends and a cache key hashes."""
+    return wire_job(job, config.timeout_s, config.memory_mb, config.max_output_kb * 1024, config.file_size_mb,
+                    config.compile_timeout_s, config.compile_memory_mb)
+
+
 def job_deadline_s(wire: dict[str, Any]) -> float:
     """How long the host waits for a job before it declares the sandbox hung."""
     per_test = float(wire["limits"]["timeout_s"]) + 1.0
