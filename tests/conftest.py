@@ -86,6 +86,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
 
 
+def need_image(language: str) -> None:
+    """A language's sandbox image is built and holds this checkout's executor."""
+    from grpo_code.errors import SandboxError
+    from grpo_code.sandbox import docker_backend
+
+    image = docker_backend.image_name(language)
+    need(docker_backend.image_id(image) is not None,
+         f"sandbox image {image} missing: run `grpo-code sandbox build --lang {language} --bootstrap`")
+    try:
+        docker_backend.check_ready(image)
+    except SandboxError as exc:
+        need(False, str(exc))
+
+
 @pytest.fixture(scope="session")
 def docker_ready() -> None:
     """A Docker engine answers and the Python sandbox image is built (`grpo-code sandbox build`)."""

@@ -18,9 +18,8 @@ import time
 import pytest
 import sandbox_cases as cases
 
-from conftest import need
+from conftest import need, need_image
 from grpo_code.config import SandboxConfig
-from grpo_code.errors import SandboxError
 from grpo_code.sandbox import Sandbox, Status, Verdict, docker_backend
 from grpo_code.sandbox.bench import SHARED_HUMANEVAL, default_data, load_humaneval
 
@@ -30,10 +29,7 @@ IMAGE = docker_backend.DEFAULT_IMAGES["python"]
 
 @pytest.fixture(scope="module")
 def ready(docker_ready) -> None:
-    try:
-        docker_backend.check_ready(IMAGE)
-    except SandboxError as exc:
-        need(False, str(exc))
+    need_image("python")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import time
 import language_cases as cases
 import pytest
 
-from conftest import need
+from conftest import need, need_image
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import (
@@ -24,7 +24,6 @@ from grpo_code.sandbox import (
     ScriptTest,
     Status,
     Verdict,
-    docker_backend,
     local_backend,
     runners,
 )
@@ -101,20 +100,10 @@ def test_local_backend_says_which_tool_is_missing(monkeypatch):
 
 # --------------------------------------------------------------------------- docker
 
-def _ready(language: str) -> None:
-    image = docker_backend.image_name(language)
-    need(docker_backend.image_id(image) is not None,
-         f"sandbox image {image} missing: run `grpo-code sandbox build --lang {language} --bootstrap`")
-    try:
-        docker_backend.check_ready(image)
-    except SandboxError as exc:
-        need(False, str(exc))
-
-
 @pytest.fixture(scope="module")
 def sandbox(docker_ready):
     for language in LANGS:
-        _ready(language)
+        need_image(language)
     sb = Sandbox(SandboxConfig(backend="docker", workers=2, timeout_s=5.0, memory_mb=256, compile_timeout_s=8.0))
     yield sb
     sb.close()
@@ -209,7 +198,7 @@ def test_tests_cannot_rewrite_the_binary_or_files_of_the_next_test(sandbox):
 
 @pytest.mark.docker
 def test_compile_memory_is_bounded_separately(docker_ready):
-    _ready("cpp")
+    need_image("cpp")
     cfg = SandboxConfig(backend="docker", workers=1, compile_memory_mb=64, compile_timeout_s=8.0)
     with Sandbox(cfg) as sb:
         [result] = sb.run([cases.cpp("#include <bits/stdc++.h>\nint main() {}\n")])
