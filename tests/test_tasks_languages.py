@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO
+from conftest import REPO, need_image
 from grpo_code.cli import app
 from grpo_code.errors import SuiteError
 from grpo_code.tasks import adapters, load_suite
@@ -67,9 +67,7 @@ def _check(args: list[str]) -> dict:
 @pytest.mark.docker
 @pytest.mark.parametrize("suite", ["demo-js", "demo-cpp"])
 def test_demo_suites_check_clean(docker_ready: None, suite: str) -> None:
-    from test_sandbox_languages import _ready
-
-    _ready("javascript" if suite == "demo-js" else "cpp")
+    need_image("javascript" if suite == "demo-js" else "cpp")
     report = _check([suite])
     assert report["backend"] == "docker"
     assert report["reference"]["passed"] == report["tasks"] >= 10, report["reference"]
@@ -81,9 +79,7 @@ def test_demo_suites_check_clean(docker_ready: None, suite: str) -> None:
 @pytest.mark.parametrize("language", ["javascript", "cpp"])
 def test_converted_fixture_checks_clean_and_wrong_solutions_fail(docker_ready: None, tmp_path: Path,
                                                                   language: str) -> None:
-    from test_sandbox_languages import _ready
-
-    _ready(language)
+    need_image(language)
     dst = tmp_path / "suite"
     src = FIXTURES / f"humaneval_{language}.jsonl"
     result = runner.invoke(app, ["tasks", "convert", "humaneval", str(src), str(dst), "--language", language])
