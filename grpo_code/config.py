@@ -132,6 +132,9 @@ class RewardTestsConfig:
     """Reward when no program can be extracted from the completion."""
     compile_error: float = 0.0
     """Reward when the program does not compile."""
+    truncated: float | None = 0.0
+    """Reward for a completion cut at the length limit inside its code block: the program is
+    unfinished and is not run. null runs it like any other program."""
     max_masked_frac: float = field(default=0.5, metadata=_bounds(0.0, 1.0))
     """A step where more than this share of rewards is masked (infra errors) fails."""
 

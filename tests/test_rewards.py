@@ -273,7 +273,7 @@ def test_scorer_shares_inflight_and_caches_across_steps():
     assert [h.source for h in again] == ["cache", "cache"]
     assert len(sb.submitted) == 2 and not sb.pending
     assert scorer.scores(again) == [1.0, 0.5]
-    assert scorer.counts == {"no_code": 1, "cache": 2, "inflight": 1, "executed": 2}
+    assert scorer.counts == {"no_code": 1, "unfinished": 0, "cache": 2, "inflight": 1, "executed": 2}
     assert scorer.hit_rate == pytest.approx(3 / 5)
 
 
@@ -357,6 +357,49 @@ def test_speculation_on_a_program_that_changes_is_counted_as_wasted():
     assert not RewardScorer(RewardsConfig(cache=False), sb, image_id="img").speculate(task, GOOD)
 
 
+# Cut at the length limit inside the code block: the loop never got its body's exit.
+CUT_IN_BLOCK = "```python\ndef add(a, b):\n    while a != b:\n        a = a"
+CUT_AFTER_BLOCK = GOOD + "\nThis function adds the two numbers and the"
+
+
+def test_a_program_cut_off_by_the_length_limit_is_not_run():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    cut = scorer.submit(task, CUT_IN_BLOCK, truncated=True)
+    assert cut.source == "unfinished" and cut.future is None and not sb.submitted
+    # the same text that ended on its own (EOS) is a finished program: it runs
+    assert scorer.submit(task, CUT_IN_BLOCK).source == "executed"
+    # cut in the prose after a closed block: the program is complete and runs
+    after = scorer.submit(task, CUT_AFTER_BLOCK, truncated=True)
+    assert after.source == "executed" and len(sb.submitted) == 2
+    sb.finish()
+    scored = scorer.wait([cut, after])
+    assert [(s.reward, s.source, s.program) for s in scored][0] == (0.0, "unfinished", CUT_IN_BLOCK.split("\n", 1)[1])
+    assert scored[1].reward == 1.0
+    assert scorer.counts["unfinished"] == 1
+
+
+def test_truncated_reward_is_configurable_and_null_runs_the_program():
+    sb = FakeSandbox(judge)
+    task = add_task()
+    penalised = RewardScorer(RewardsConfig(tests=RewardTestsConfig(truncated=-0.5)), sb, image_id="img")
+    assert penalised.scores([penalised.submit(task, CUT_IN_BLOCK, truncated=True)]) == [-0.5]
+    run_anyway = RewardScorer(RewardsConfig(tests=RewardTestsConfig(truncated=None)), sb, image_id="img")
+    assert run_anyway.submit(task, CUT_IN_BLOCK, truncated=True).source == "executed"
+    cfg = load_config(None, ["rewards.tests.truncated=null"])
+    assert cfg.rewards.tests.truncated is None
+
+
+def test_early_handles_of_cut_and_finished_twins_are_kept_apart():
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    early = scorer.submit_early(task, CUT_IN_BLOCK, truncated=True)
+    assert scorer.claim(task, CUT_IN_BLOCK) is not early  # same text, but it ended on its own
+    assert scorer.claim(task, CUT_IN_BLOCK, truncated=True) is early
+
+
 def test_completion_text_of_conversations():
     assert completion_text("abc") == "abc"
     assert completion_text([{"role": "assistant", "content": "x"}]) == "x"
@@ -406,6 +449,35 @@ def test_reward_function_with_trl_calling_convention():
     assert metrics["sandbox/latency_p50_ms"] == pytest.approx(30.0)
     assert metrics["sandbox/cache_hit_rate"] == pytest.approx(1 / 3)
     assert extra["tests_outcome"] == ["pass", "pass", "fail", "no_code"]
+
+
+def test_reward_function_reads_truncation_from_the_completion_ids():
+    sb = FakeSandbox(judge)
+    task = add_task()
+    [func] = build_reward_funcs(RewardsConfig(), sb, [task])
+    func.scorer._image_id = "img"
+    eos = 2
+    completions = [chat(CUT_IN_BLOCK), chat(CUT_IN_BLOCK), chat(CUT_AFTER_BLOCK)]
+    ids = [[5, 6, 7], [5, 6, eos], [5, 6, 7]]  # cut, ended, cut after the block
+    metrics: dict[str, float] = {}
+    extra: dict[str, list] = {}
+
+    def call(completion_ids):
+        async def run():
+            asyncio.get_running_loop().call_later(0.05, sb.finish)
+            return await func(prompts=[None] * 3, completions=completions, completion_ids=completion_ids,
+                              task_id=[task.id] * 3, log_metric=metrics.__setitem__, log_extra=extra.__setitem__)
+        return asyncio.run(run())
+
+    # without the end tokens nothing counts as cut (scripts and eval call it that way)
+    assert func.truncated([5, 6, 7]) is False
+    func.stop_token_ids = {eos}
+    assert func.truncated([5, 6, 7]) and not func.truncated([5, eos]) and func.truncated([])
+    out = call(ids)
+    assert out == [0.0, 0.5, 1.0]  # the twin that ended on its own ran (the fake judge: one test of two)
+    assert extra["tests_outcome"] == ["unfinished", "fail", "pass"]
+    assert metrics["tests/unfinished"] == pytest.approx(1 / 3)
+    assert len(sb.submitted) == 2
 
 
 def test_reward_function_masks_and_fails_loudly():

@@ -140,3 +140,32 @@ def test_a_complete_defining_block_beats_a_truncated_later_one() -> None:
             "```python\ndef clamp(x, lo=5, hi=10):\n    if lo <= x")
     assert extract_code(text, entry_point="clamp").program == "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
     assert extract_code(text).program.startswith("def clamp(x, lo=5")  # without an entry point: the last block
+
+
+@pytest.mark.parametrize(("text", "cut"), [
+    (SMOL_BLOCK_THEN_PROSE, False),                                       # closed block, prose after
+    ("```python\ndef f():\n    while True:\n        x", True),           # never closed
+    (SMOL_PROSE_THEN_TWO_BLOCKS, True),                                   # the last block is open
+    ("def f():\n    return 1\n\nThis returns one.", False),              # unfenced, prose after
+    ("def f():\n    return 1\n", True),                                   # unfenced, nothing after
+    ("def f():\n    x = 1\n    if x:", True),                             # unfenced, cut mid-statement
+])
+def test_extraction_says_whether_the_program_runs_to_the_end(text: str, cut: bool) -> None:
+    assert extract_code(text).cut is cut
+
+
+def test_a_closed_defining_block_before_an_open_one_is_not_cut() -> None:
+    text = ("```python\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n```\n\nAnother way:\n\n"
+            "```python\ndef clamp(x, lo=5, hi=10):\n    if lo <= x")
+    assert not extract_code(text, entry_point="clamp").cut
+    assert extract_code(text).cut
+
+
+def test_build_program_keeps_the_cut_flag() -> None:
+    task = _complete_task()
+    assert not build_program(task, "    return sum(xs)\n\nprint(total([1]))\n", style="raw").cut
+    assert build_program(task, "    s = 0\n    for x in xs:\n", style="raw").cut
+    assert build_program(task, "```python\ndef total(xs: List[int]) -> int:\n    return sum(").cut
+    instruct = Task("t/2", "Write f.", (ScriptTest("assert f() == 1"),), entry_point="f")
+    assert not build_program(instruct, "def f():\n    return 1\n```\n\nExplanation.", style="raw").cut
+    assert build_program(instruct, "def f():\n    return", style="raw").cut

@@ -113,7 +113,7 @@ def per_step(runs: list[RunData], key: str, ylabel: str, title: str, share: bool
 def _verdict_shares(run: RunData) -> tuple[list[float], dict[str, list[float]]]:
     """Test verdict shares per step; pass is what the other verdicts leave (it is not logged).
 
-    Steps where no test ran (every completion without code or masked) are left out.
+    Steps where no test ran (every completion without code, unfinished or masked) are left out.
     """
     steps: list[float] = []
     shares: dict[str, list[float]] = {v: [] for v in TEST_VERDICTS}
@@ -121,7 +121,7 @@ def _verdict_shares(run: RunData) -> tuple[list[float], dict[str, list[float]]]:
         if not any(f"tests/{v}" in row for v in TEST_VERDICTS[1:]):
             continue
         others = {v: float(row.get(f"tests/{v}", 0.0) or 0.0) for v in TEST_VERDICTS[1:]}
-        no_tests = float(row.get("tests/no_code", 0.0) or 0.0) + float(row.get("tests/masked", 0.0) or 0.0) >= 1.0
+        no_tests = sum(float(row.get(f"tests/{k}", 0.0) or 0.0) for k in ("no_code", "unfinished", "masked")) >= 1.0
         if no_tests:
             continue
         steps.append(float(row["step"]))

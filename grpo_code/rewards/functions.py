@@ -40,8 +40,8 @@ def task_index(tasks: Any) -> dict[str, Any]:
 
 
 def _outcome(s: Scored) -> str:
-    if s.source == "no_code":
-        return "no_code"
+    if s.source in ("no_code", "unfinished"):
+        return s.source
     if s.reward is None:
         return "masked"
     return s.result.status.value if s.result is not None else "unknown"
@@ -51,7 +51,8 @@ class CodeReward:
     """The verifiable reward (optionally blended with a reward model) as a TRL reward function."""
 
     def __init__(self, config: RewardsConfig, scorer: RewardScorer, tasks: Any, model: RewardModel | None = None,
-                 style: str | None = None, task_column: str = "task_id", name: str = "code_reward"):
+                 style: str | None = None, task_column: str = "task_id", name: str = "code_reward",
+                 stop_token_ids: Iterable[int] = ()):
         self.config = config
         self.scorer = scorer
         self.tasks = task_index(tasks)
@@ -61,6 +62,15 @@ class CodeReward:
         self.__name__ = name  # TRL names the reward's metrics after this
         self.last: list[Scored] = []
         """The scored items of the latest batch (for callers that want verdicts)."""
+        self.stop_token_ids = set(stop_token_ids)
+        """Token ids that end a completion (EOS); one whose ids end otherwise was cut at the
+        length limit. Empty: no completion counts as cut. The trainer fills it in."""
+
+    def truncated(self, completion_ids: Sequence[int] | None) -> bool:
+        """Whether a completion's token ids stop without an end token (cut at the length limit)."""
+        if not self.stop_token_ids or completion_ids is None:
+            return False
+        return not len(completion_ids) or int(completion_ids[-1]) not in self.stop_token_ids
 
     def _task(self, task_id: Any) -> Any:
         task = self.tasks.get(task_id)
@@ -77,7 +87,8 @@ class CodeReward:
                               "each prompt row must carry the id of its task")
         tasks = [self._task(t) for t in ids]
         style = self.style or ("chat" if completions and not isinstance(completions[0], str) else "raw")
-        handles = [self.scorer.claim(t, c, style) for t, c in zip(tasks, completions)]
+        cut = [self.truncated(ids) for ids in completion_ids] if completion_ids is not None else [False] * len(tasks)
+        handles = [self.scorer.claim(t, c, style, tr) for t, c, tr in zip(tasks, completions, cut)]
         model_scores = None
         if self.model is not None:
             tokenizer = getattr(self.model, "tokenizer", None)

@@ -2,7 +2,8 @@
 
 ``batch_metrics`` summarises one scored batch: ``tests/pass_rate`` (completions that
 passed every test, among those scored), the verdict mix (share of executed tests per
-verdict, plus the share of completions with no code and of masked ones),
+verdict, plus the share of completions with no code, with an unfinished program cut at
+the length limit, and of masked ones),
 ``sandbox/latency_p50_ms`` / ``p95`` over the jobs that actually ran, and
 ``sandbox/cache_hit_rate`` (completions with code served without a new execution:
 cache hits and in-flight duplicates). Reward functions hand these to TRL's
@@ -35,7 +36,8 @@ def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
     if not n:
         return {}
     no_code = [s for s in scored if s.source == "no_code"]
-    with_code = [s for s in scored if s.source != "no_code"]
+    unfinished = sum(s.source == "unfinished" for s in scored)
+    with_code = [s for s in scored if s.source not in ("no_code", "unfinished")]
     results: list[Result] = [s.result for s in with_code if s.result is not None]
     masked = sum(s.reward is None for s in scored)
     judged = [r for r in results if r.status is not Status.INFRA_ERROR]
@@ -44,6 +46,7 @@ def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
     out = {
         "tests/pass_rate": sum(r.status is Status.PASS for r in judged) / max(1, n - masked),
         "tests/no_code": len(no_code) / n,
+        "tests/unfinished": unfinished / n,
         "tests/masked": masked / n,
     }
     for key in VERDICT_KEYS:

@@ -37,7 +37,7 @@ from grpo_code.rewards.verifiable import score_result, weights_for
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.extract import Extraction, build_program
 
-SOURCES = ("no_code", "cache", "inflight", "executed")
+SOURCES = ("no_code", "unfinished", "cache", "inflight", "executed")
 
 
 def completion_text(completion: Any) -> str:
@@ -96,7 +96,7 @@ class RewardScorer:
         self.cache = cache if config.cache else None
         self._lock = threading.RLock()
         self._inflight: dict[str, Future[Result]] = {}
-        self._early: dict[tuple[str, str, str], list[Handle]] = defaultdict(list)
+        self._early: dict[tuple[str, str, str, bool], list[Handle]] = defaultdict(list)
         self._speculative: set[str] = set()
         self.speculated = 0
         """Jobs started by ``speculate``; ``speculation_wasted`` of them were never claimed."""
@@ -122,12 +122,18 @@ class RewardScorer:
 
     # ----------------------------------------------------------------- submitting
 
-    def submit(self, task: Any, completion: Any, style: str = "chat") -> Handle:
-        """Extract the program and start (or share) its job; returns immediately."""
+    def submit(self, task: Any, completion: Any, style: str = "chat", truncated: bool = False) -> Handle:
+        """Extract the program and start (or share) its job; returns immediately.
+
+        ``truncated``: the completion was cut at the length limit. If its program runs to
+        the cut (an unclosed code block), the program is unfinished: it is not run and
+        scores ``rewards.tests.truncated`` (unless that is null)."""
         extraction = build_program(task, completion_text(completion), style, self.extract)
         weights = weights_for(task, self.config.tests)
         if extraction.program is None:
             return self._count(Handle(task, extraction, None, "no_code", weights=weights))
+        if truncated and extraction.cut and self.config.tests.truncated is not None:
+            return self._count(Handle(task, extraction, None, "unfinished", weights=weights))
         job = task.job(extraction.program)
         if self.cache is None:
             return self._count(Handle(task, extraction, self.sandbox.submit(job), "executed", weights=weights))
@@ -170,11 +176,11 @@ class RewardScorer:
                     self.cache.put(key, result)  # refuses infra errors
                 del self._inflight[key]
 
-    def submit_early(self, task: Any, completion: Any, style: str = "chat") -> Handle:
+    def submit_early(self, task: Any, completion: Any, style: str = "chat", truncated: bool = False) -> Handle:
         """``submit`` for a completion the reward function will see later; it ``claim``s this handle."""
-        handle = self.submit(task, completion, style)
+        handle = self.submit(task, completion, style, truncated)
         with self._lock:
-            self._early[(task.id, style, completion_text(completion))].append(handle)
+            self._early[(task.id, style, completion_text(completion), truncated)].append(handle)
         return handle
 
     def speculate(self, task: Any, partial: Any, style: str = "chat") -> bool:
@@ -200,13 +206,13 @@ class RewardScorer:
             self.speculated += 1
         return True
 
-    def claim(self, task: Any, completion: Any, style: str = "chat") -> Handle:
+    def claim(self, task: Any, completion: Any, style: str = "chat", truncated: bool = False) -> Handle:
         """The early handle of this completion if there is one, else a fresh ``submit``."""
         with self._lock:
-            waiting = self._early.get((task.id, style, completion_text(completion)))
+            waiting = self._early.get((task.id, style, completion_text(completion), truncated))
             if waiting:
                 return waiting.pop(0)
-        return self.submit(task, completion, style)
+        return self.submit(task, completion, style, truncated)
 
     def discard_early(self) -> int:
         """Forget unclaimed early handles (e.g. a batch that was dropped); returns how many."""
@@ -220,8 +226,12 @@ class RewardScorer:
     # ----------------------------------------------------------------- results
 
     def _scored(self, handle: Handle, result: Result | None) -> Scored:
-        reward = score_result(result, self.config.tests, handle.weights) if handle.future is not None \
-            else score_result(None, self.config.tests)
+        if handle.source == "unfinished":
+            reward = self.config.tests.truncated
+        elif handle.future is not None:
+            reward = score_result(result, self.config.tests, handle.weights)
+        else:
+            reward = score_result(None, self.config.tests)
         return Scored(handle.task.id, reward, result, handle.source, handle.extraction.how,
                       handle.extraction.program)
 

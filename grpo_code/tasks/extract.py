@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 FENCE_TAGS = {
@@ -18,8 +18,9 @@ FENCE_TAGS = {
     "javascript": ("javascript", "js", "node"),
     "cpp": ("cpp", "c++", "cc", "cxx"),
 }
-# A fence opens at the start of a line: ```tag, then the code until a closing ``` line.
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
+# A fence opens at the start of a line: ```tag, then the code until a closing ``` line
+# (group 3), or until the end of the text when the block was never closed.
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*(```)|\Z)", re.S | re.M)
 _CODE_START = re.compile(r"^(def |async def |class |import |from \w[\w.]* import |@\w)", re.M)
 # Where unfenced code starts in the other languages (the rest of the text is taken).
 _CODE_STARTS = {
@@ -37,6 +38,9 @@ class Extraction:
 
     program: str | None
     how: str  # fenced | unfenced | continuation | none
+    cut: bool = False
+    """The program runs to the end of the text (a code block never closed, code with nothing
+    after it): if the completion was cut at the length limit, the program is unfinished."""
 
     @property
     def ok(self) -> bool:
@@ -45,14 +49,19 @@ class Extraction:
 
 def fenced_blocks(text: str, language: str = "python") -> list[str]:
     """Code blocks in the language (or untagged) in order; a block cut off by the end counts."""
+    return [body for body, _ in _blocks(text, language)]
+
+
+def _blocks(text: str, language: str) -> list[tuple[str, bool]]:
+    """``fenced_blocks`` with, for each, whether the end of the text cut it off (never closed)."""
     tags = FENCE_TAGS.get(language, (language,))
     tagged, untagged = [], []
     for match in _FENCE.finditer(text):
-        tag, body = match.group(1).lower(), match.group(2)
+        tag, block = match.group(1).lower(), (match.group(2), match.group(3) is None)
         if tag in tags:
-            tagged.append(body)
+            tagged.append(block)
         elif not tag:
-            untagged.append(body)
+            untagged.append(block)
     return tagged or untagged
 
 
@@ -71,13 +80,24 @@ def _python_prefix_that_parses(lines: list[str]) -> str | None:
 
 def unfenced_code(text: str, language: str = "python") -> str | None:
     """Code written without fences: from the first line that starts code, cut where prose starts."""
+    return _unfenced(text, language)[0]
+
+
+def _unfenced(text: str, language: str) -> tuple[str | None, bool]:
+    """``unfenced_code`` and whether the code runs to the end of the text: nothing follows
+    it, or what follows is indented (code past the part that parses)."""
     if language != "python":
         match = _CODE_STARTS.get(language, _CODE_START).search(text)
-        return text[match.start():] if match else None
+        return (text[match.start():], True) if match else (None, False)
     match = _CODE_START.search(text)
     if not match:
-        return None
-    return _python_prefix_that_parses(text[match.start():].splitlines())
+        return None, False
+    lines = text[match.start():].splitlines()
+    code = _python_prefix_that_parses(lines)
+    if code is None:
+        return None, False
+    rest = [ln for ln in lines[code.count("\n"):] if ln.strip()]
+    return code, not rest or rest[0][0].isspace()
 
 
 def extract_code(text: str, language: str = "python", which: str = "last",
@@ -87,21 +107,23 @@ def extract_code(text: str, language: str = "python", which: str = "last",
     With an ``entry_point`` (Python), blocks that define it win over the others, so an
     "Example usage" block after the solution is not taken for the solution.
     """
-    blocks = [b for b in fenced_blocks(text, language) if b.strip()]
+    blocks = [b for b in _blocks(text, language) if b[0].strip()]
     if entry_point and language == "python":
-        defining = [b for b in blocks if _defines(b, entry_point)]
+        defining = [b for b in blocks if _defines(b[0], entry_point)]
         # A block cut off by the token limit does not parse; a complete one is preferred.
-        defining = [b for b in defining if _parses(b)] or defining
+        defining = [b for b in defining if _parses(b[0])] or defining
         if defining:
-            return Extraction(defining[0] if which == "first" else defining[-1], "fenced")
-        code = unfenced_code(text, language)
+            body, cut = defining[0] if which == "first" else defining[-1]
+            return Extraction(body, "fenced", cut)
+        code, cut = _unfenced(text, language)
         if code and _defines(code, entry_point):
-            return Extraction(code, "unfenced")
+            return Extraction(code, "unfenced", cut)
     if blocks:
-        return Extraction(blocks[0] if which == "first" else blocks[-1], "fenced")
-    code = unfenced_code(text, language)
+        body, cut = blocks[0] if which == "first" else blocks[-1]
+        return Extraction(body, "fenced", cut)
+    code, cut = _unfenced(text, language)
     if code and code.strip():
-        return Extraction(code, "unfenced")
+        return Extraction(code, "unfenced", cut)
     return Extraction(None, "none")
 
 
@@ -112,14 +134,19 @@ def continuation(text: str, language: str = "python") -> str:
     test, ``if __name__``, prose, a closing fence) ends it. In brace languages (JavaScript,
     C++) a column-0 ``}`` closes the prefix's function and is kept.
     """
+    return _continue(text, language)[0]
+
+
+def _continue(text: str, language: str) -> tuple[str, bool]:
+    """``continuation`` and whether no top-level line ended it (it runs to the end of the text)."""
     out = []
     for line in text.split("\n"):
         if line.strip() and not line[0].isspace():
             if language != "python" and line.startswith("}"):
                 out.append(line.rstrip())
-            break
+            return "\n".join(out).rstrip() + "\n", False
         out.append(line)
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(out).rstrip() + "\n", True
 
 
 def _parses(code: str) -> bool:
@@ -148,14 +175,14 @@ def _header(prefix: str) -> str:
 def build_program(task: Any, completion: str, style: str = "chat", which: str = "last") -> Extraction:
     """The program to run for ``task`` given a completion rendered in ``style``."""
     if style == "raw" and task.mode == "complete":
-        body = continuation(completion, task.language)
+        body, cut = _continue(completion, task.language)
         if not body.strip():
             return Extraction(None, "none")
-        return Extraction(task.prompt + body, "continuation")
+        return Extraction(task.prompt + body, "continuation", cut)
     if style == "raw":
         code = completion.split("```", 1)[0]
         if code.strip():
-            return Extraction(code.rstrip() + "\n", "continuation")
+            return Extraction(code.rstrip() + "\n", "continuation", "```" not in completion)
         return extract_code(completion, task.language, which, task.entry_point)
     found = extract_code(completion, task.language, which, task.entry_point)
     if not found.ok or task.mode != "complete":
@@ -165,14 +192,14 @@ def build_program(task: Any, completion: str, style: str = "chat", which: str = 
         # them is harmless); an answer that is only the body continues the prefix.
         code = found.program or ""
         if code.startswith((" ", "\t")) and task.entry_point and task.entry_point not in code:
-            return Extraction(task.prompt + code, found.how)
+            return replace(found, program=task.prompt + code)
         header = "".join(ln + "\n" for ln in task.prompt.splitlines() if _CPP_HEADER.match(ln))
-        return Extraction(header + code if header else code, found.how)
+        return replace(found, program=header + code)
     if task.language != "python":
         return found
     code = found.program or ""
     if task.entry_point and not _defines(code, task.entry_point):
         if code.startswith((" ", "\t")):  # only the body came back: continue the prefix with it
-            return Extraction(task.prompt + code, found.how)
+            return replace(found, program=task.prompt + code)
         return found
-    return Extraction(_header(task.prompt) + code, found.how)
+    return replace(found, program=_header(task.prompt) + code)

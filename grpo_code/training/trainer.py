@@ -37,6 +37,7 @@ class GrpoCodeTrainer(GRPOTrainer):
                  prompt_filter: PromptFilter | None = None, completions_path: Path | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.code_reward = code_reward
+        code_reward.stop_token_ids = set(self.eos_token_ids)
         self.style = style
         self.overlap = overlap
         self.prompt_filter = prompt_filter
@@ -112,7 +113,8 @@ class GrpoCodeTrainer(GRPOTrainer):
 
     def _submit(self, row: int, completion_ids: list[int]) -> None:
         """Hand a finished completion to the sandbox now; the reward function claims it later."""
-        self.code_reward.scorer.submit_early(*self._row(row, completion_ids), self.style)
+        self.code_reward.scorer.submit_early(*self._row(row, completion_ids), self.style,
+                                             self.code_reward.truncated(completion_ids))
         self.early_submitted += 1
 
     def _speculate(self, row: int, partial_ids: list[int]) -> None:
@@ -162,7 +164,8 @@ class GrpoCodeTrainer(GRPOTrainer):
                     "task_id": task_id,
                     "completion": text,
                     "program": program,
-                    "status": result.status.value if result else ("no_code" if program is None else None),
+                    "status": result.status.value if result else (
+                        "unfinished" if s.source == "unfinished" else "no_code" if program is None else None),
                     "verdicts": [t.verdict.value for t in result.tests] if result else [],
                     "reward": reward,
                 }, ensure_ascii=False) + "\n")
