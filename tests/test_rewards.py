@@ -344,6 +344,16 @@ def test_speculation_runs_a_partial_program_once_and_counts_it_as_the_execution(
     assert scorer.counts["executed"] == 1 and scorer.counts["cache"] == 1
 
 
+def test_speculation_starts_after_a_stray_opening_fence():
+    # SmolLM2 often opens with an empty fence line, then the tagged block: three fences in all
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    task = add_task()
+    assert not scorer.speculate(task, "```\n```python\ndef add(a, b):\n    return a + b\n")
+    assert scorer.speculate(task, "```\n" + GOOD)
+    assert len(sb.submitted) == 1
+
+
 def test_speculation_on_a_program_that_changes_is_counted_as_wasted():
     sb = FakeSandbox(judge)
     scorer = RewardScorer(RewardsConfig(), sb, image_id="img")

@@ -187,14 +187,13 @@ class RewardScorer:
         """Start the job of the program in a completion that is still being generated.
 
         Nothing is counted or claimed: the job only warms the cache, so a finished completion
-        that extracts the same program finds it running or done. Needs the cache. Text inside
-        an unclosed code block is not run (it is still being written). Returns whether a new
-        job started."""
-        text = completion_text(partial)
-        if self.cache is None or text.count("```") % 2:
+        that extracts the same program finds it running or done. Needs the cache. A program
+        that runs to the end of the text so far (an unclosed code block) is still being
+        written and is not run. Returns whether a new job started."""
+        if self.cache is None:
             return False
-        extraction = build_program(task, text, style, self.extract)
-        if extraction.program is None:
+        extraction = build_program(task, completion_text(partial), style, self.extract)
+        if extraction.program is None or extraction.cut:
             return False
         job = task.job(extraction.program)
         key = cache_key(job, self.sandbox.config, self.image_for(job.language))
