@@ -54,6 +54,9 @@ class GenerationConfig:
     max_new_tokens: int = field(default=256, metadata=_bounds(1))
     temperature: float = field(default=0.8, metadata=_bounds(0.0))
     top_p: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
+    top_k: int = field(default=50, metadata=_bounds(0))
+    """Sample among the k most likely tokens (0 = all); training and eval use the same value.
+    50 is what transformers' ``generate`` uses unless told otherwise."""
     batch_size: int = field(default=8, metadata=_bounds(1))
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata=_bounds(0.05, 1.0))

@@ -237,6 +237,7 @@ class EvalSettings:
     style: str = ""
     extract: str = "last"
     system_prompt: str | None = None
+    top_k: int = 50
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -271,7 +272,7 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
     generator = None
     from grpo_code.generation.base import Sampling
 
-    sampling = Sampling(n=settings.n, temperature=settings.temperature, top_p=settings.top_p,
+    sampling = Sampling(n=settings.n, temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
                         max_new_tokens=settings.max_new_tokens, seed=settings.seed)
     hooks.start("generate", sum(len(c) for _, c in todo))
     if todo:

@@ -118,6 +118,7 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
         "max_completion_length": gen.max_new_tokens,
         "temperature": gen.temperature,
         "top_p": gen.top_p,
+        "top_k": gen.top_k,
         "logging_steps": 1,
         "disable_tqdm": True,
         "remove_unused_columns": False,

@@ -254,6 +254,9 @@ def test_hf_backend_is_seeded_and_loads_lora_adapters(demo_model_dir: Path, tmp_
     first = plain.generate([prompt], sampling, seed=3)
     assert first == plain.generate([prompt], sampling, seed=3)
     assert len(first[0]) == 2
+    # top_k reaches generate: keeping only the most likely token samples the greedy answer
+    greedy = plain.generate([prompt], Sampling(n=1, temperature=0.0, max_new_tokens=12))[0][0]
+    assert plain.generate([prompt], Sampling(n=2, temperature=0.8, top_k=1, max_new_tokens=12), seed=5)[0] == [greedy] * 2
     adapted = load_generator("hf", str(tmp_path / "adapter"), batch_size=4)
     merged = adapted.model.model.layers[0].self_attn.q_proj.weight
     original = plain.model.model.layers[0].self_attn.q_proj.weight

@@ -87,6 +87,14 @@ def test_trl_rejections_become_config_errors(tmp_path: Path) -> None:
         grpo_args(cfg, tmp_path)
 
 
+def test_training_samples_like_eval(tmp_path: Path) -> None:
+    # TRL alone would sample from every token; eval's generate keeps the 50 most likely.
+    cfg = load_config(None, [])
+    assert grpo_args(cfg, tmp_path).top_k == cfg.generation.top_k == 50
+    assert grpo_args(load_config(None, ["generation.top_k=0"]), tmp_path).top_k == 0
+    assert grpo_args(load_config(None, ["train.trl.top_k=7"]), tmp_path).top_k == 7  # train.trl wins
+
+
 def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
     result = runner.invoke(app, ["train", "generation.backend=openai", "generation.server_url=http://127.0.0.1:1/v1",
                                  f"output.dir={tmp_path / 'r'}"])

@@ -84,7 +84,7 @@ def evaluate(
         check_ks(ks, n)
         settings = EvalSettings(
             model=name, suite=suite.name, suite_hash=suite.content_hash(), split=split_name, n=n,
-            temperature=temperature, top_p=cfg.generation.top_p,
+            temperature=temperature, top_p=cfg.generation.top_p, top_k=cfg.generation.top_k,
             max_new_tokens=max_new_tokens or cfg.generation.max_new_tokens, seed=seed, backend=backend,
             batch_size=batch_size or cfg.generation.batch_size,
             style=_style_for(backend, name), extract=cfg.tasks.extract, system_prompt=cfg.tasks.system_prompt)

@@ -19,6 +19,8 @@ class Sampling:
     n: int = 1
     temperature: float = 0.8
     top_p: float = 1.0
+    top_k: int = 50
+    """0: every token may be sampled."""
     max_new_tokens: int = 256
     seed: int = 0
     stop: tuple[str, ...] = field(default_factory=tuple)

@@ -69,7 +69,8 @@ class HFGenerator:
         kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_new_tokens, "num_return_sequences": sampling.n,
                                   "pad_token_id": self.tokenizer.pad_token_id}
         if sampling.temperature > 0:
-            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                          top_k=sampling.top_k)
         else:
             kwargs.update(do_sample=False)
         if sampling.stop:

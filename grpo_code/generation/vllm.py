@@ -49,6 +49,7 @@ class VLLMGenerator:
                  progress: Progress | None = None) -> list[list[str]]:
         vllm = _vllm()
         params = vllm.SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
+                                     top_k=sampling.top_k or -1,
                                      max_tokens=sampling.max_new_tokens, seed=seed, stop=list(sampling.stop) or None)
         outputs = self.llm.generate([self.text(p) for p in prompts], params, lora_request=self.lora, use_tqdm=False)
         if progress:
