@@ -78,14 +78,10 @@ def _python_prefix_that_parses(lines: list[str]) -> str | None:
     return None
 
 
-def unfenced_code(text: str, language: str = "python") -> str | None:
-    """Code written without fences: from the first line that starts code, cut where prose starts."""
-    return _unfenced(text, language)[0]
-
-
 def _unfenced(text: str, language: str) -> tuple[str | None, bool]:
-    """``unfenced_code`` and whether the code runs to the end of the text: nothing follows
-    it, or what follows is indented (code past the part that parses)."""
+    """Code written without fences (from the first line that starts code, cut where prose
+    starts), and whether it runs to the end of the text: nothing follows it, or what follows
+    is indented (code past the part that parses)."""
     if language != "python":
         match = _CODE_STARTS.get(language, _CODE_START).search(text)
         return (text[match.start():], True) if match else (None, False)
