@@ -200,6 +200,10 @@ class FilterConfig:
 class TrainConfig:
     seed: int = 0
     filter: FilterConfig = field(default_factory=FilterConfig)
+    stop_after_code: bool = False
+    """Stop a completion as soon as it holds a whole program (its code block closed, or prose
+    followed the code): the prose a chat model writes after its code is neither generated
+    nor trained on. Training on the ``hf`` backend only; eval generates whole completions."""
     trl: dict[str, Any] = field(default_factory=dict)
     """Passed unchanged to ``trl.GRPOConfig``."""
 

@@ -134,9 +134,14 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
             defaults["vllm_server_base_url"] = gen.server_url
     kwargs = {**defaults, **cfg.train.trl, "output_dir": str(run_dir)}
     try:
-        return GRPOConfig(**kwargs)
+        args = GRPOConfig(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError([f"train.trl: {str(exc).splitlines()[0]}"]) from None
+    if cfg.train.stop_after_code and args.mask_truncated_completions:
+        # A completion stopped after its code has no end token, so TRL would mask it as cut.
+        raise ConfigError(["train.stop_after_code and train.trl.mask_truncated_completions exclude each other: "
+                           "completions stopped after their code would all be masked; set one of them false"])
+    return args
 
 
 def _dtype(name: str) -> Any:
@@ -153,6 +158,9 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     if cfg.generation.backend == "openai":
         raise TrainError("training cannot generate through the openai backend",
                          "use generation.backend=hf (CPU/GPU) or vllm (GPU)")
+    if cfg.train.stop_after_code and cfg.generation.backend != "hf":
+        raise TrainError("train.stop_after_code needs generation.backend=hf (vLLM generates a batch in one call)",
+                         "set train.stop_after_code=false")
     cfg, run_dir, checkpoint = prepare_run(cfg, resume)
     started = time.monotonic()
 
@@ -210,6 +218,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
             code_reward=funcs[0], style=style, overlap=cfg.rewards.overlap, prompt_filter=prompt_filter,
+            stop_after_code=cfg.train.stop_after_code,
             completions_path=run_dir / "completions.jsonl",
         )
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.

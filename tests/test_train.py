@@ -95,6 +95,82 @@ def test_training_samples_like_eval(tmp_path: Path) -> None:
     assert grpo_args(load_config(None, ["train.trl.top_k=7"]), tmp_path).top_k == 7  # train.trl wins
 
 
+def test_stop_after_code_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    # TRL would mask every completion stopped after its code: it has no end token.
+    cfg = load_config(None, ["train.stop_after_code=true", "train.trl.mask_truncated_completions=true"])
+    with pytest.raises(ConfigError, match="exclude each other"):
+        grpo_args(cfg, tmp_path)
+    result = runner.invoke(app, ["train", "train.stop_after_code=true", "generation.backend=vllm",
+                                 f"output.dir={tmp_path / 'r'}"])
+    assert result.exit_code == 2 and "needs generation.backend=hf" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_finish_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path) -> None:
+    """Fed token by token, each row stops at the first token after which its program is
+    whole, and that program is the one the full text gives: the block that defines the entry
+    point (not an imports block before it). Unfenced code, a block still open, or a row that
+    ended are not stopped. Without stop_after_code nothing stops."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from grpo_code.tasks.extract import build_program, whole_program
+    from grpo_code.training.trainer import FinishWatcher, GrpoCodeTrainer
+
+    tok = AutoTokenizer.from_pretrained(demo_model_dir)
+    task = load_suite("demo").split("train").tasks[0]
+    name = task.entry_point
+    body = f"def {name}(*args):\n    return None\n"
+    texts = [
+        f"Here it is:\n```python\n{body}```\nIt returns None. More prose follows here.",
+        f"```python\nimport math\n```\nThen:\n```python\n{body}```\nDone, and more text after.",
+        f"{body}\nprint({name}(1))\nThat calls it once and prints the result.",
+        f"```python\n{body}\n    # still writing the function body, never closed",
+    ]
+    rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    rows.append(tok("```python\nx = 1\n```", add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
+    width = max(map(len, rows))
+    prompt = tok("Write it.", add_special_tokens=False)["input_ids"]
+    filler = tok(" more", add_special_tokens=False)["input_ids"]  # rows 0-3 never end: they write on
+    grid = torch.tensor([prompt + ids + (filler if ids[-1] != tok.eos_token_id else [tok.eos_token_id]) * (width - len(ids))
+                         for ids in rows])
+
+    submitted, speculated = [], []
+    fake = SimpleNamespace(eos_token_ids=[tok.eos_token_id], processing_class=tok, style="chat",
+                           _batch_task_ids=[task.id] * len(rows),
+                           code_reward=SimpleNamespace(tasks={task.id: task}, scorer=SimpleNamespace(extract="last")),
+                           _submit=lambda row, ids: submitted.append(row),
+                           _speculate=lambda row, ids: speculated.append(row))
+    fake._row = lambda row, ids: GrpoCodeTrainer._row(fake, row, ids)
+    fake._whole_program = lambda row, ids: GrpoCodeTrainer._whole_program(fake, row, ids)
+
+    def feed(watcher: FinishWatcher) -> list[int | None]:
+        watcher.prompt_length = len(prompt)
+        stopped_at: list[int | None] = [None] * len(rows)
+        for end in range(len(prompt) + 1, grid.shape[1] + 1):
+            for row, stop in enumerate(watcher(grid[:, :end], None).tolist()):
+                if stop and stopped_at[row] is None:
+                    stopped_at[row] = end - len(prompt)
+        return stopped_at
+
+    watcher = FinishWatcher(fake, len(rows), overlap=True, stop_after_code=True)
+    stopped_at = feed(watcher)
+    assert stopped_at[2:] == [None, None, None]
+    for row in range(2):
+        at = stopped_at[row]
+        assert at is not None and watcher.stopped[row] == at, row
+        assert [whole_program(task, tok.decode(rows[row][:k])) for k in range(1, at + 1)] == [False] * (at - 1) + [True]
+        assert build_program(task, tok.decode(rows[row][:at])).program == build_program(task, texts[row]).program
+    assert sorted(submitted) == [0, 1, 4]  # stopped rows and the one that ended go to the sandbox
+
+    submitted.clear()
+    plain = FinishWatcher(fake, len(rows), overlap=True, stop_after_code=False)
+    assert feed(plain) == [None] * len(rows) and not plain.stopped
+    assert submitted == [4] and speculated  # overlap alone: the ended row, and programs started early
+
+
 def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
     result = runner.invoke(app, ["train", "generation.backend=openai", "generation.server_url=http://127.0.0.1:1/v1",
                                  f"output.dir={tmp_path / 'r'}"])
@@ -104,7 +180,7 @@ def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
 TINY = ["train.trl.max_steps=2", "train.trl.per_device_train_batch_size=8", "train.trl.num_generations=4",
         "train.trl.save_steps=1", "train.trl.learning_rate=1e-4", "generation.max_new_tokens=48",
         "generation.temperature=1.0", f"tasks.train_split={tiny_model.SPLIT}", "train.seed=1",
-        "rewards.overlap=true", "sandbox.backend=docker", "sandbox.workers=2"]
+        "rewards.overlap=true", "train.stop_after_code=true", "sandbox.backend=docker", "sandbox.workers=2"]
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -162,9 +238,11 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
     for key in ("timing/generate_s", "timing/reward_wait_s", "timing/sandbox_busy_s", "timing/step_s",
                 "tests/pass_rate", "sandbox/cache_hit_rate", "sandbox/speculative_jobs", "reward_std"):
         assert all(key in m for m in steps), key
-    # Overlap: programs whose code block closed were started while the batch was still generating.
-    assert sum(m["sandbox/speculative_jobs"] for m in steps) > 0
     assert any(m["reward_std"] > 0 for m in steps), "the taught reply mix must give reward variance"
+    # stop_after_code: rows end at their closing fence, before the end token they were taught,
+    # and (overlap) go to the sandbox while the rest of the batch is still generating.
+    assert sum(m["completions/stopped_after_code"] for m in steps) > 0
+    assert all(m["sandbox/early_jobs"] >= m["completions/stopped_after_code"] * 8 for m in steps)
 
     completions = read_jsonl(run / "completions.jsonl")
     assert len(completions) == 16 and [c["step"] for c in completions] == [0] * 8 + [1] * 8

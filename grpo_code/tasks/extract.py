@@ -162,6 +162,18 @@ def _defines(code: str, name: str) -> bool:
                for n in ast.walk(tree))
 
 
+def whole_program(task: Any, completion: str, style: str = "chat", which: str = "last") -> bool:
+    """Whether a completion being generated already holds its whole program: a code block
+    that closed, or a continuation that a top-level line ended, which (Python with an entry
+    point) defines the entry point, so a first block of imports or of example usage does not
+    count. Unfenced code never counts: half a line (``def helper(``) does not parse, so
+    while it is being written it looks like the prose that ends the code."""
+    found = build_program(task, completion, style, which)
+    if found.program is None or found.cut or found.how == "unfenced":
+        return False
+    return task.language != "python" or not task.entry_point or _defines(found.program, task.entry_point)
+
+
 def _header(prefix: str) -> str:
     """Import lines of a code prefix, which chat answers often leave out."""
     lines = [ln for ln in prefix.splitlines() if re.match(r"(import |from \w[\w.]* import )", ln)]

@@ -29,17 +29,21 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from trl import GRPOTrainer
 
 from grpo_code.rewards.functions import CodeReward
+from grpo_code.tasks.extract import whole_program
 from grpo_code.training.filter import FilteringSampler, PromptFilter
 
 
 class GrpoCodeTrainer(GRPOTrainer):
     def __init__(self, *args: Any, code_reward: CodeReward, style: str, overlap: bool = True,
-                 prompt_filter: PromptFilter | None = None, completions_path: Path | None = None, **kwargs: Any):
+                 prompt_filter: PromptFilter | None = None, completions_path: Path | None = None,
+                 stop_after_code: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.code_reward = code_reward
         code_reward.stop_token_ids = set(self.eos_token_ids)
         self.style = style
         self.overlap = overlap
+        self.stop_after_code = stop_after_code
+        self._stopped_rows = self._generated_rows = self._early_rows = 0
         self.prompt_filter = prompt_filter
         self.completions_path = completions_path
         self._batch_task_ids: list[str] = []
@@ -67,10 +71,15 @@ class GrpoCodeTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self._batch_task_ids = [x["task_id"] for x in inputs]
         self._generate_s = 0.0
+        self._stopped_rows = self._generated_rows = self._early_rows = 0
         started = time.perf_counter()
         out = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["timing/generate_s"].append(self._generate_s)
+        if self.overlap:
+            self._metrics[mode]["sandbox/early_jobs"].append(float(self._early_rows))
+        if self.stop_after_code and self._generated_rows:
+            self._metrics[mode]["completions/stopped_after_code"].append(self._stopped_rows / self._generated_rows)
         self._metrics[mode]["timing/score_and_generate_s"].append(time.perf_counter() - started)
         if self.prompt_filter is not None and mode == "train":
             taken, skipped = self.prompt_filter.take_counts()
@@ -89,20 +98,29 @@ class GrpoCodeTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
                               has_tool_images: bool = False) -> Any:
         rows = len(prompt_ids)
-        if not self.overlap or len(self._batch_task_ids) != rows:
+        hf = not self.use_vllm and not self.use_transformers_continuous_batching
+        watched = len(self._batch_task_ids) == rows and (self.overlap or (hf and self.stop_after_code))
+        if not watched:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
-        watcher = None
-        if not self.use_vllm and not self.use_transformers_continuous_batching:
-            watcher = FinishWatcher(self, rows)
+        watcher = FinishWatcher(self, rows, overlap=self.overlap, stop_after_code=self.stop_after_code) if hf else None
         with watching_generate(self.accelerator.unwrap_model(self.model_wrapped), watcher):
             completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        # What the watcher did not see end (vLLM batches, completions cut at the length limit).
-        done = watcher.submitted if watcher is not None else set()
-        for row, ids in enumerate(completion_ids):
-            if row not in done:
-                self._submit(row, ids)
+        if watcher is not None and watcher.stopped:
+            # generate pads a stopped row to the batch's length: keep only what was sampled.
+            completion_ids = [ids[:watcher.stopped.get(row, len(ids))] for row, ids in enumerate(completion_ids)]
+            if logprobs is not None:
+                logprobs = [lp[:watcher.stopped.get(row, len(lp))] for row, lp in enumerate(logprobs)]
+        self._stopped_rows += len(watcher.stopped) if watcher is not None else 0
+        self._generated_rows += rows
+        if self.overlap:
+            self._early_rows += len(watcher.submitted) if watcher is not None else 0
+            # What the watcher did not see end (vLLM batches, completions cut at the length limit).
+            done = watcher.submitted if watcher is not None else set()
+            for row, ids in enumerate(completion_ids):
+                if row not in done:
+                    self._submit(row, ids)
         return completion_ids, logprobs
 
     def _row(self, row: int, ids: list[int]) -> tuple[Any, str]:
@@ -116,6 +134,10 @@ class GrpoCodeTrainer(GRPOTrainer):
         self.code_reward.scorer.submit_early(*self._row(row, completion_ids), self.style,
                                              self.code_reward.truncated(completion_ids))
         self.early_submitted += 1
+
+    def _whole_program(self, row: int, partial_ids: list[int]) -> bool:
+        """Whether a completion still being generated already holds its whole program."""
+        return whole_program(*self._row(row, partial_ids), self.style, self.code_reward.scorer.extract)
 
     def _speculate(self, row: int, partial_ids: list[int]) -> None:
         """Start the program of a completion still being generated (its code block just closed)."""
@@ -180,38 +202,63 @@ class GrpoCodeTrainer(GRPOTrainer):
 
 
 class FinishWatcher(StoppingCriteria):
-    """A stopping criterion that never stops: after each generated token it hands the rows
-    that just ended (EOS) to the sandbox, and starts the program of a row whose code block
-    just closed, so scoring runs while the rest of the batch is still generating."""
+    """A stopping criterion that follows each row as it generates.
 
-    def __init__(self, trainer: GrpoCodeTrainer, rows: int):
+    With ``overlap`` it hands the rows that just ended (EOS) to the sandbox and starts the
+    program of a row whose code block just closed, so scoring runs while the rest of the
+    batch is still generating. With ``stop_after_code`` it ends a row as soon as its whole
+    program is there (``stopped`` holds each such row's length); it stops nothing else."""
+
+    def __init__(self, trainer: GrpoCodeTrainer, rows: int, overlap: bool = True, stop_after_code: bool = False):
         self.trainer = trainer
         self.rows = rows
+        self.overlap = overlap
+        self.stop_after_code = stop_after_code
         self.prompt_length = 0
         self.submitted: set[int] = set()
+        self.stopped: dict[int, int] = {}
         self.eos = set(trainer.eos_token_ids)
-        self._fence_ids: dict[int, bool] = {}
+        self._kinds: dict[int, tuple[bool, bool]] = {}
 
-    def _has_fence(self, token_id: int) -> bool:
-        known = self._fence_ids.get(token_id)
+    def _kind(self, token_id: int) -> tuple[bool, bool]:
+        """Whether a token holds a backtick, and whether it holds a newline."""
+        known = self._kinds.get(token_id)
         if known is None:
-            known = self._fence_ids[token_id] = "`" in self.trainer.processing_class.decode([token_id])
+            text = self.trainer.processing_class.decode([token_id])
+            known = self._kinds[token_id] = ("`" in text, "\n" in text)
         return known
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
-        keep_going = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        stop = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         if input_ids.shape[0] != self.rows or input_ids.shape[1] <= self.prompt_length:
-            return keep_going
-        last = input_ids[:, -1].tolist()
-        for row, token in enumerate(last):
+            return stop
+        length = input_ids.shape[1] - self.prompt_length
+        for row, token in enumerate(input_ids[:, -1].tolist()):
+            if row in self.stopped:
+                stop[row] = True
+                continue
             if row in self.submitted:
                 continue
             if token in self.eos:
                 self.submitted.add(row)
-                self.trainer._submit(row, input_ids[row, self.prompt_length:].tolist())
-            elif self._has_fence(token):
+                if self.overlap:
+                    self.trainer._submit(row, input_ids[row, self.prompt_length:].tolist())
+                continue
+            fence, newline = self._kind(token)
+            # A program becomes whole when its block closes (a fence), or a continuation when
+            # a top-level line follows it (seen at the latest with that line's newline).
+            if self.stop_after_code and (fence or newline):
+                ids = input_ids[row, self.prompt_length:].tolist()
+                if self.trainer._whole_program(row, ids):
+                    self.stopped[row] = length
+                    self.submitted.add(row)
+                    stop[row] = True
+                    if self.overlap:
+                        self.trainer._submit(row, ids)
+                    continue
+            if self.overlap and fence:
                 self.trainer._speculate(row, input_ids[row, self.prompt_length:].tolist())
-        return keep_going
+        return stop
 
 
 @contextmanager
