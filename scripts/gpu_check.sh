@@ -34,7 +34,8 @@ overrides() {
         train.trl.save_steps=100000 'output.report_to=[]' "output.dir=$2"
     if [ "$1" = vllm ]; then
         printf '%s\n' generation.backend=vllm generation.vllm_mode=colocate \
-            generation.vllm_gpu_memory_utilization=0.25 train.trl.vllm_max_model_length=1024
+            generation.vllm_gpu_memory_utilization=0.25 train.trl.vllm_max_model_length=1024 \
+            train.stop_after_code=false   # vLLM generates a batch in one call: nothing to stop early
     fi
 }
 

@@ -73,6 +73,7 @@ def test_overrides_are_valid_for_the_demo_config(backend, tmp_path):
         assert out.returncode == 0, out.stderr
         cfg = load_config(REPO / "configs" / "demo.yaml", out.stdout.splitlines())
         assert cfg.generation.backend == backend and cfg.train.trl["max_steps"] == 5
+        assert cfg.train.stop_after_code is (backend == "hf")  # the vLLM path cannot stop rows
         assert cfg.output.dir == str(tmp_path / backend) and not check_trl_keys(cfg)
         assert cfg.model.dtype == ("bfloat16" if bf16 == "1" else "float32")
     # TRL itself accepts them (bf16 needs a GPU to pass its check, so the fp32 variant here)

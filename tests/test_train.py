@@ -242,6 +242,9 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
     # stop_after_code: rows end at their closing fence, before the end token they were taught,
     # and (overlap) go to the sandbox while the rest of the batch is still generating.
     assert sum(m["completions/stopped_after_code"] for m in steps) > 0
+    # A stopped completion is what was sampled, without the padding generate added after it
+    # (SmolLM2 pads with its end token): TRL sees no end token and counts it as clipped.
+    assert all(m["completions/clipped_ratio"] >= m["completions/stopped_after_code"] for m in steps)
     assert all(m["sandbox/early_jobs"] >= m["completions/stopped_after_code"] * 8 for m in steps)
 
     completions = read_jsonl(run / "completions.jsonl")
