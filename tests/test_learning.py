@@ -2,7 +2,7 @@
 
 Runs ``scripts/learning_check.py``: pass@1 (n=8) on the demo train tasks before and after
 28 GRPO steps on CPU (4 epochs of the 42 tasks, 6 a step), and the reward curve's last
-quarter against its first (the same tasks). About 29 minutes on 2 cores with native bf16
+quarter against its first (the same tasks). About 31 minutes on 2 cores with native bf16
 (AVX512-BF16 or AMX), longer in fp32 elsewhere.
 """
 
