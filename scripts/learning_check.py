@@ -147,14 +147,15 @@ def main() -> None:
 
     bf16 = args.precision == "bf16" or (args.precision == "auto" and native_bf16())
     precision = ["train.trl.bf16=true"] if bf16 else []
-    cfg = load_config(args.config, [*LEARNING, *args.overrides])
+    # What the check reads from the config (suite, sampling, model, prompts a step) does not
+    # depend on max_steps, so one load serves both.
+    cfg = load_config(args.config, [*LEARNING, *precision, *args.overrides])
     if args.steps is None:
         epoch = epoch_steps(cfg)
         if epoch is None:
             sys.exit("error: the prompts a step do not divide the train split; give --steps")
         args.steps = 4 * epoch
     overrides = [*LEARNING, *precision, f"train.trl.max_steps={args.steps}", *args.overrides]
-    cfg = load_config(args.config, overrides)
     out = (args.out or ROOT / "runs" / time.strftime("learning-check-%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     grpo = [sys.executable, "-m", "grpo_code"]

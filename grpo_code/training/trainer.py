@@ -245,19 +245,20 @@ class FinishWatcher(StoppingCriteria):
                     self.trainer._submit(row, input_ids[row, self.prompt_length:].tolist())
                 continue
             fence, newline = self._kind(token)
+            check_whole = self.stop_after_code and (fence or newline)
+            if not check_whole and not (self.overlap and fence):
+                continue
+            ids = input_ids[row, self.prompt_length:].tolist()
             # A program becomes whole when its block closes (a fence), or a continuation when
             # a top-level line follows it (seen at the latest with that line's newline).
-            if self.stop_after_code and (fence or newline):
-                ids = input_ids[row, self.prompt_length:].tolist()
-                if self.trainer._whole_program(row, ids):
-                    self.stopped[row] = length
-                    self.submitted.add(row)
-                    stop[row] = True
-                    if self.overlap:
-                        self.trainer._submit(row, ids)
-                    continue
-            if self.overlap and fence:
-                self.trainer._speculate(row, input_ids[row, self.prompt_length:].tolist())
+            if check_whole and self.trainer._whole_program(row, ids):
+                self.stopped[row] = length
+                self.submitted.add(row)
+                stop[row] = True
+                if self.overlap:
+                    self.trainer._submit(row, ids)
+            elif self.overlap and fence:
+                self.trainer._speculate(row, ids)
         return stop
 
 
