@@ -204,6 +204,10 @@ class TrainConfig:
     """Stop a completion as soon as it holds a whole program (its code block closed, or prose
     followed the code): the prose a chat model writes after its code is neither generated
     nor trained on. Training on the ``hf`` backend only; eval generates whole completions."""
+    trim_padding: bool = True
+    """Run the training forward pass in groups of rows of similar length, each cut to its
+    widest row, instead of the whole batch padded to its longest prompt and completion.
+    Same log-probs (rotary position models), less compute when lengths differ."""
     trl: dict[str, Any] = field(default_factory=dict)
     """Passed unchanged to ``trl.GRPOConfig``."""
 

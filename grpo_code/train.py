@@ -218,7 +218,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
             code_reward=funcs[0], style=style, overlap=cfg.rewards.overlap, prompt_filter=prompt_filter,
-            stop_after_code=cfg.train.stop_after_code,
+            stop_after_code=cfg.train.stop_after_code, trim_padding=cfg.train.trim_padding,
             completions_path=run_dir / "completions.jsonl",
         )
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.

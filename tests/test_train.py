@@ -171,6 +171,63 @@ def test_finish_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Pa
     assert submitted == [4] and speculated  # overlap alone: the ended row, and programs started early
 
 
+def test_length_chunks_groups_rows_of_like_length_and_pays_for_each_call() -> None:
+    from grpo_code.training.packing import length_chunks
+
+    # Twenty short rows and one long one: the long row goes alone, the short ones together.
+    prompts, completions = [100] * 21, [30] * 20 + [128]
+    groups = length_chunks(prompts, completions)
+    assert sorted(map(sorted, groups)) == [list(range(20)), [20]]
+    # Rows of one length are never split: a second call would only add its cost.
+    assert length_chunks([50] * 8, [40] * 8) == [list(range(8))]
+    # max_rows bounds a group; every row is in exactly one group.
+    groups = length_chunks(list(range(10, 40)), [5] * 30, max_rows=7)
+    assert max(map(len, groups)) <= 7 and sorted(r for g in groups for r in g) == list(range(30))
+    assert length_chunks([], []) == []
+
+
+def test_trimmed_forward_gives_the_padded_batch_log_probs_and_gradients(tiny_model_dir: Path) -> None:
+    """The grouped, cut forward pass returns TRL's log-probs and entropies for every row, in
+    the batch's order, and the same gradient, from a fraction of the padded tokens."""
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+    from trl.trainer import add_fused_lm_head
+
+    from grpo_code.training.trainer import GrpoCodeTrainer
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    add_fused_lm_head(model, temperature=0.8, outputs=("log_probs", "entropy"))
+    trainer = object.__new__(GrpoCodeTrainer)
+    trainer.accelerator = Accelerator(cpu=True)
+    rows, prompt_width, keep = 12, 40, 32
+    prompt_len = torch.tensor([40, 40, 40, 40, 12, 12, 12, 12, 25, 25, 25, 25])
+    completion_len = torch.tensor([32, 5, 6, 7, 3, 4, 5, 6, 1, 9, 8, 0])  # one empty completion
+    mask = torch.zeros(rows, prompt_width + keep, dtype=torch.long)
+    for i in range(rows):
+        mask[i, prompt_width - prompt_len[i]:prompt_width + completion_len[i]] = 1
+    ids = torch.randint(1, model.config.vocab_size, mask.shape) * mask
+    completion_mask = mask[:, prompt_width:].float()
+
+    def forward(trim: bool, batch_size: int | None = None) -> tuple[torch.Tensor, ...]:
+        trainer.trim_padding = trim
+        model.zero_grad()
+        logps, entropy, _ = trainer._get_per_token_logps_and_entropies(
+            model, ids, mask, keep, batch_size=batch_size, compute_entropy=True)
+        (logps * completion_mask).sum().backward()
+        grad = model.model.layers[0].mlp.up_proj.weight.grad.clone()
+        return logps * completion_mask, entropy * completion_mask, grad
+
+    plain = forward(False)
+    for trimmed in (forward(True), forward(True, batch_size=3)):
+        assert trimmed[0].shape == plain[0].shape
+        assert torch.allclose(trimmed[0], plain[0], atol=1e-4)
+        assert torch.allclose(trimmed[1], plain[1], atol=1e-4)
+        assert torch.allclose(trimmed[2], plain[2], rtol=1e-3, atol=1e-6)
+    assert plain[0].abs().sum() > 0
+
+
 def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
     result = runner.invoke(app, ["train", "generation.backend=openai", "generation.server_url=http://127.0.0.1:1/v1",
                                  f"output.dir={tmp_path / 'r'}"])

@@ -31,13 +31,15 @@ from trl import GRPOTrainer
 from grpo_code.rewards.functions import CodeReward
 from grpo_code.tasks.extract import whole_program
 from grpo_code.training.filter import FilteringSampler, PromptFilter
+from grpo_code.training.packing import length_chunks
 
 
 class GrpoCodeTrainer(GRPOTrainer):
     def __init__(self, *args: Any, code_reward: CodeReward, style: str, overlap: bool = True,
                  prompt_filter: PromptFilter | None = None, completions_path: Path | None = None,
-                 stop_after_code: bool = False, **kwargs: Any):
+                 stop_after_code: bool = False, trim_padding: bool = True, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.trim_padding = trim_padding
         self.code_reward = code_reward
         code_reward.stop_token_ids = set(self.eos_token_ids)
         self.style = style
@@ -191,6 +193,42 @@ class GrpoCodeTrainer(GRPOTrainer):
                     "verdicts": [t.verdict.value for t in result.tests] if result else [],
                     "reward": reward,
                 }, ensure_ascii=False) + "\n")
+
+    # ----------------------------------------------------------------- forward
+
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
+                                           logits_to_keep: int, batch_size: int | None = None,
+                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
+                                           **kwargs: Any) -> Any:
+        """TRL's per-token log-probs, computed in groups of rows of similar length, each group
+        cut to its widest row (:mod:`grpo_code.training.packing`); same values, less padding."""
+        plain = super()._get_per_token_logps_and_entropies
+        if not self.trim_padding or compute_aux_loss or any(v is not None for v in kwargs.values()):
+            return plain(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                         compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **kwargs)
+        mask = attention_mask.bool()
+        width = mask.size(1)
+        prompt_width = width - logits_to_keep
+        cols = torch.arange(width, device=mask.device)
+        first = torch.where(mask, cols, width).min(dim=1).values
+        end = torch.where(mask, cols, -1).max(dim=1).values + 1
+        prompt_part = (prompt_width - first).clamp(min=0).tolist()
+        completion_part = (end - prompt_width).clamp(min=0).tolist()
+        logps, entropies, order = [], [], []
+        for rows in length_chunks(prompt_part, completion_part, batch_size):
+            start = prompt_width - max(prompt_part[r] for r in rows)
+            keep = max(1, max(completion_part[r] for r in rows))
+            index = torch.tensor(rows, device=input_ids.device)
+            part, entropy, _ = plain(model, input_ids[index, start:prompt_width + keep],
+                                     attention_mask[index, start:prompt_width + keep], keep,
+                                     compute_entropy=compute_entropy)
+            logps.append(torch.nn.functional.pad(part, (0, logits_to_keep - keep)))
+            if entropy is not None:
+                entropies.append(torch.nn.functional.pad(entropy, (0, logits_to_keep - keep)))
+            order.extend(rows)
+        back = torch.empty(len(order), dtype=torch.long, device=input_ids.device)
+        back[torch.tensor(order, device=input_ids.device)] = torch.arange(len(order), device=input_ids.device)
+        return torch.cat(logps)[back], torch.cat(entropies)[back] if entropies else None, None
 
     # ----------------------------------------------------------------- steps
 
