@@ -25,13 +25,13 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
 from grpo_code.sandbox.types import Result, Status
-from grpo_code.tasks.extract import build_program
+from grpo_code.tasks.extract import build_program, whole_program
 from grpo_code.tasks.prompts import render
 from grpo_code.tasks.samples import read_samples_file, sample_style
 from grpo_code.tasks.schema import Task
@@ -238,13 +238,17 @@ class EvalSettings:
     extract: str = "last"
     system_prompt: str | None = None
     top_k: int = 50
+    stop_after_code: bool = False
+    """End each completion once its program is whole (``hf`` backend)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _guard_settings(path: Path, settings: EvalSettings) -> None:
     mine = asdict(settings)
     if path.is_file():
-        old = json.loads(path.read_text())
+        # A key an older eval did not write has its default there.
+        old = {**{f.name: f.default for f in fields(EvalSettings) if f.default is not MISSING},
+               **json.loads(path.read_text())}
         diff = sorted(k for k in set(old) | set(mine) if old.get(k) != mine.get(k))
         if diff:
             shown = "; ".join(f"{k}: {old.get(k)!r} -> {mine.get(k)!r}" for k in diff[:4])
@@ -282,7 +286,12 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
             for ci, chunk in todo:
                 prompts = [render(t, settings.style, settings.system_prompt if settings.system_prompt is not None
                                   else suite.system_prompt, suite.prompt_template) for t in chunk]
-                completions = generator.generate(prompts, sampling, seed=settings.seed * 1_000_003 + ci)
+                seed = settings.seed * 1_000_003 + ci
+                if settings.stop_after_code:
+                    completions = generator.generate(prompts, sampling, seed=seed, done=lambda i, text, chunk=chunk:
+                                                     whole_program(chunk[i], text, settings.style, settings.extract))
+                else:
+                    completions = generator.generate(prompts, sampling, seed=seed)
                 for task, outs in zip(chunk, completions, strict=True):
                     for j, text in enumerate(outs):
                         rec = {"task_id": task.id, "index": j, "completion": text, "chunk": ci}

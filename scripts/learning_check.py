@@ -7,10 +7,15 @@ Three commands, each the one a user would run:
 2. ``grpo-code train CONFIG``                     GRPO on those tasks,
 3. ``grpo-code eval RUN/final ...``               the same eval of the trained model.
 
+When the training config stops completions after their code (``train.stop_after_code``,
+as the demo does), both evals do too (``--stop-after-code``): the model is measured as it
+was trained, and the evals skip the prose after the code (``--whole-completions``: not).
+
 It passes when both hold:
 
 - the mean reward of the last quarter of steps exceeds the first quarter's by more than
-  twice the standard error of that difference (per-step means are the samples), and
+  twice the standard error of that difference (taken over per-task differences when both
+  quarters trained on the same tasks, as by default; else over per-step means), and
 - pass@1 rises by at least ``--min-gain`` (default 0.05) absolute.
 
     .venv/bin/python scripts/learning_check.py               # prints the curve and a verdict
@@ -78,29 +83,47 @@ def reward_curve(run_dir: Path) -> list[float]:
     return rewards
 
 
-def quarter_test(rewards: list[float]) -> dict:
-    """Last quarter vs first quarter of per-step mean rewards, with the noise of the difference."""
-    q = max(1, len(rewards) // 4)
+def quarter_test(rewards: list[float], run_dir: Path) -> dict:
+    """Last quarter vs first quarter of steps: the difference of their mean rewards and its noise.
+
+    When both quarters trained on the same tasks, once each (the default: each quarter is
+    one epoch), the difference is the mean over tasks of (reward in the last quarter -
+    reward in the first), and its standard error is taken over those per-task differences:
+    how hard a task is cancels out of the difference, so it is left out of the noise too.
+    Otherwise the per-step mean rewards are the samples, and which tasks each step drew
+    counts as noise. Both errors are reported; ``noise`` says which one decided."""
+    steps = len(rewards)
+    q = max(1, steps // 4)
     first, last = rewards[:q], rewards[-q:]
     var = lambda xs: statistics.variance(xs) if len(xs) > 1 else 0.0  # noqa: E731
-    se = math.sqrt(var(first) / len(first) + var(last) / len(last))
+    se_steps = math.sqrt(var(first) / len(first) + var(last) / len(last))
     diff = statistics.mean(last) - statistics.mean(first)
-    return {"first_quarter": round(statistics.mean(first), 4), "last_quarter": round(statistics.mean(last), 4),
-            "diff": round(diff, 4), "se": round(se, 4), "steps_per_quarter": q,
-            "beyond_noise": bool(len(rewards) >= 4 and diff > 2 * se)}
-
-
-def quarter_tasks(run_dir: Path, steps: int) -> dict:
-    """How many tasks the first and last quarters of steps trained on, and how many both did."""
-    q = max(1, steps // 4)
-    first, last = set(), set()
+    early: dict[str, list[float]] = {}
+    late: dict[str, list[float]] = {}
+    seen: dict[str, list[int]] = {}
     for line in (run_dir / "completions.jsonl").read_text().splitlines():
         rec = json.loads(line)  # "step" counts from 0 here
-        if rec["step"] < q:
-            first.add(rec["task_id"])
-        elif rec["step"] >= steps - q:
-            last.add(rec["task_id"])
-    return {"first": len(first), "last": len(last), "both": len(first & last)}
+        side = early if rec["step"] < q else late if rec["step"] >= steps - q else None
+        if side is not None:
+            side.setdefault(rec["task_id"], [])
+            seen.setdefault(rec["task_id"], [])
+            if rec["step"] not in seen[rec["task_id"]]:
+                seen[rec["task_id"]].append(rec["step"])
+            if rec["reward"] is not None:
+                side[rec["task_id"]].append(float(rec["reward"]))
+    both = set(early) & set(late)
+    paired = (both == set(early) == set(late) and len(both) > 1 and all(len(v) == 2 for v in seen.values())
+              and all(early[t] and late[t] for t in both))
+    se_tasks = None
+    if paired:
+        diffs = [statistics.mean(late[t]) - statistics.mean(early[t]) for t in both]
+        se_tasks = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    se = se_tasks if se_tasks is not None else se_steps
+    return {"first_quarter": round(statistics.mean(first), 4), "last_quarter": round(statistics.mean(last), 4),
+            "diff": round(diff, 4), "se": round(se, 4), "noise": "tasks" if paired else "steps",
+            "se_tasks": None if se_tasks is None else round(se_tasks, 4), "se_steps": round(se_steps, 4),
+            "steps_per_quarter": q, "tasks": {"first": len(early), "last": len(late), "both": len(both)},
+            "beyond_noise": bool(steps >= 4 and diff > 2 * se)}
 
 
 def epoch_steps(cfg) -> int | None:
@@ -136,6 +159,8 @@ def main() -> None:
     # 48 rows generate a row in 0.70 s on 2 cores, 16 rows in 0.91 s (bf16, 128 tokens).
     ap.add_argument("--batch-size", type=int, default=48, help="sequences per forward pass in the evals")
     ap.add_argument("--min-gain", type=float, default=0.05, help="required rise of pass@1, absolute")
+    ap.add_argument("--whole-completions", action="store_true",
+                    help="evals generate whole completions even when training stops after the code")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                     help="bf16: train with bf16 autocast and eval in bf16; auto: bf16 where it is native")
     ap.add_argument("--out", type=Path, help="output directory (default: runs/learning-check-<timestamp>)")
@@ -162,13 +187,17 @@ def main() -> None:
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     env_note = f"{os.cpu_count()} cores, {'bf16' if bf16 else 'fp32'}"
 
+    # Evals end a completion where training does: once its program is whole.
+    stop = cfg.train.stop_after_code and cfg.generation.backend == "hf" and not args.whole_completions
+    eval_stop = ["--stop-after-code"] if stop else []
+
     def evaluate(model: str, dest: Path) -> tuple[dict, float]:
         secs = run([*grpo, "eval", model, "--config", args.config, "--tasks", cfg.tasks.suite,
                     "--split", cfg.tasks.train_split, "--n", str(args.n), "--k", "1",
                     "--temperature", str(cfg.generation.temperature),
                     "--max-new-tokens", str(cfg.generation.max_new_tokens),
                     "--batch-size", str(args.batch_size), "--seed", "1234", "--out", str(dest),
-                    "--set", f"model.dtype={'bfloat16' if bf16 else 'float32'}"],
+                    "--set", f"model.dtype={'bfloat16' if bf16 else 'float32'}", *eval_stop],
                    dest.with_suffix(".log"), args.json)
         return eval_summary(dest), secs
 
@@ -183,7 +212,7 @@ def main() -> None:
     after, after_s = evaluate(str(run_dir / "final"), out / "eval-after")
     say(f"after:  pass@1 {after['pass_at_k']['1']:.3f} ({after_s / 60:.1f} min)")
 
-    quarters = {**quarter_test(rewards), "tasks": quarter_tasks(run_dir, len(rewards))}
+    quarters = quarter_test(rewards, run_dir)
     gain = after["pass_at_k"]["1"] - before["pass_at_k"]["1"]
     report = {
         "steps": len(rewards),
@@ -193,6 +222,7 @@ def main() -> None:
         "pass_at_1_after": after["pass_at_k"]["1"], "ci95_after": after["ci95"]["1"],
         "pass_at_1_gain": round(gain, 4),
         "n": args.n, "tasks": before["tasks"], "precision": "bf16" if bf16 else "fp32",
+        "evals_stop_after_code": stop,
         "minutes": {"eval_before": round(before_s / 60, 1), "train": round(train_s / 60, 1),
                     "eval_after": round(after_s / 60, 1), "total": round((time.monotonic() - started) / 60, 1)},
         "passed": bool(quarters["beyond_noise"] and gain >= args.min_gain),
@@ -204,9 +234,12 @@ def main() -> None:
     else:
         print()
         print("reward per step:", " ".join(f"{r:.2f}" for r in rewards))
+        noise = ("over the tasks both quarters trained on" if quarters["noise"] == "tasks"
+                 else "over steps (the quarters' tasks differ)")
         print(f"reward: first quarter {quarters['first_quarter']:.3f} -> last quarter {quarters['last_quarter']:.3f} "
-              f"(diff {quarters['diff']:+.3f}, 2 x se {2 * quarters['se']:.3f}; tasks in both quarters: "
-              f"{quarters['tasks']['both']} of {quarters['tasks']['first']})")
+              f"(diff {quarters['diff']:+.3f}, 2 x se {2 * quarters['se']:.3f} {noise}; over steps "
+              f"{2 * quarters['se_steps']:.3f}; tasks in both quarters: {quarters['tasks']['both']} of "
+              f"{quarters['tasks']['first']})")
         print(f"pass@1 on {before['tasks']} train tasks (n={args.n}): {report['pass_at_1_before']:.3f} -> "
               f"{report['pass_at_1_after']:.3f} ({gain:+.3f}, need +{args.min_gain:.2f})")
         print(f"minutes: {report['minutes']}")

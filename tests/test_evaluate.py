@@ -19,7 +19,7 @@ from grpo_code.evaluate import EvalError, EvalSettings, bootstrap_ci, eval_model
 from grpo_code.generation.base import Sampling
 from grpo_code.sandbox import Sandbox
 from grpo_code.tasks import load_suite
-from grpo_code.tasks.prompts import Prompt
+from grpo_code.tasks.prompts import Prompt, render
 
 runner = CliRunner()
 HUMANEVAL = BENCH / "humaneval" / "HumanEval.jsonl.gz"
@@ -164,6 +164,13 @@ def test_changed_settings_are_refused_naming_the_keys(tmp_path: Path) -> None:
         eval_model(lambda: FakeGenerator(suite), _settings(suite), suite, [1], tmp_path, sb)
         with pytest.raises(EvalError, match=r"other settings \(n: 3 -> 4; temperature: 0.8 -> 0.2\)"):
             eval_model(lambda: FakeGenerator(suite), _settings(suite, n=4, temperature=0.2), suite, [1], tmp_path, sb)
+        # An eval written before a setting existed resumes when the setting keeps its default.
+        written = json.loads((tmp_path / "config.json").read_text())
+        del written["stop_after_code"]
+        (tmp_path / "config.json").write_text(json.dumps(written))
+        eval_model(lambda: FakeGenerator(suite), _settings(suite), suite, [1], tmp_path, sb)
+        with pytest.raises(EvalError, match=r"stop_after_code: False -> True"):
+            eval_model(lambda: FakeGenerator(suite), _settings(suite, stop_after_code=True), suite, [1], tmp_path, sb)
 
 
 # ------------------------------------------------------------------ generation backends
@@ -262,6 +269,45 @@ def test_hf_backend_is_seeded_and_loads_lora_adapters(demo_model_dir: Path, tmp_
     original = plain.model.model.layers[0].self_attn.q_proj.weight
     assert not torch.equal(merged, original)  # the adapter was merged into the base weights
     assert len(adapted.generate([prompt], Sampling(n=1, temperature=0.0, max_new_tokens=4))[0]) == 1
+
+
+def test_hf_stop_after_code_ends_completions_at_their_whole_program(demo_model_dir: Path) -> None:
+    """A stopped completion is a prefix of the one generated without stopping (same seed,
+    the other rows sample alike), it holds a whole program, and that program is the one the
+    full completion gives unless the full text wrote a later block."""
+    from grpo_code.generation.base import load_generator
+    from grpo_code.tasks.extract import build_program, whole_program
+
+    tasks = load_suite("demo").split("1-3").tasks
+    prompts = [render(t, "chat") for t in tasks]
+    sampling = Sampling(n=4, temperature=0.8, max_new_tokens=128)
+    generator = load_generator("hf", "smollm2-135m-instruct", batch_size=12)
+    full = generator.generate(prompts, sampling, seed=1)
+    asked: list[int] = []
+
+    def done(i: int, text: str) -> bool:
+        asked.append(i)
+        return whole_program(tasks[i], text)
+
+    stopped = generator.generate(prompts, sampling, seed=1, done=done)
+    assert sorted(set(asked)) == [0, 1, 2]
+    shorter = 0
+    for task, ends, fulls in zip(tasks, stopped, full, strict=True):
+        for end, text in zip(ends, fulls, strict=True):
+            assert text.startswith(end)
+            if end != text:
+                shorter += 1
+                assert whole_program(task, end)
+                if "```" not in text[len(end):]:
+                    assert build_program(task, end).program == build_program(task, text).program
+    assert shorter >= 3, stopped
+
+
+def test_stop_after_code_needs_hf_generation(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval", "--stop-after-code", "--backend", "openai",
+                                 "--server-url", "http://127.0.0.1:1/v1", "--out", str(tmp_path / "e")])
+    assert result.exit_code != 0 and "--stop-after-code needs generation with the hf backend" in result.output
+    assert not (tmp_path / "e").exists()
 
 
 def test_eval_cli_end_to_end_is_reproducible(demo_model_dir: Path, tmp_path: Path) -> None:

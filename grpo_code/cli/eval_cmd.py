@@ -23,6 +23,10 @@ def evaluate(
     server_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL for --backend openai.")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Sequences generated per forward pass (hf).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed (default: eval.seed).")] = None,
+    stop_after_code: Annotated[bool, typer.Option(
+        "--stop-after-code", help="End each completion once its program is whole (code block closed), as "
+        "train.stop_after_code does; hf backend. Faster on models that write prose after their code; the "
+        "program scored is then the first whole one, not the last block.")] = False,
     samples: Annotated[Path | None, typer.Option("--samples", help="Score this JSONL of task_id + completion/solution instead of generating.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (default: evals/<suite>-<split>-n<N>-t<T>-s<seed>). Reruns resume it.")] = None,
     sandbox_backend: Annotated[str | None, typer.Option("--sandbox", help="Sandbox backend: auto, docker or local.")] = None,
@@ -79,6 +83,9 @@ def evaluate(
             raise EvalError("give either models or --samples, not both", "run them as two evals")
         read_samples_file(samples, suite)
         samples_out = out or Path("evals") / slug(f"samples-{samples.stem}-{suite.name}")
+    if stop_after_code and (samples is not None or backend != "hf"):
+        raise EvalError("--stop-after-code needs generation with the hf backend",
+                        "drop --stop-after-code, or use --backend hf")
     plans = []
     for name in ([] if samples is not None else models or [cfg.model.name]):
         check_ks(ks, n)
@@ -87,7 +94,8 @@ def evaluate(
             temperature=temperature, top_p=cfg.generation.top_p, top_k=cfg.generation.top_k,
             max_new_tokens=max_new_tokens or cfg.generation.max_new_tokens, seed=seed, backend=backend,
             batch_size=batch_size or cfg.generation.batch_size,
-            style=_style_for(backend, name), extract=cfg.tasks.extract, system_prompt=cfg.tasks.system_prompt)
+            style=_style_for(backend, name), extract=cfg.tasks.extract, system_prompt=cfg.tasks.system_prompt,
+            stop_after_code=stop_after_code)
         plans.append((name, settings))
 
     summaries: dict[str, dict[str, Any]] = {}

@@ -29,6 +29,10 @@ class Sampling:
 Progress = Callable[[int], None]
 """Called with the number of prompts just finished."""
 
+Done = Callable[[int, str], bool]
+"""Whether the text generated so far for prompt ``i`` of a call already holds its whole
+program; the ``hf`` backend ends such a completion there."""
+
 
 class Generator(Protocol):
     """Anything that samples ``sampling.n`` completions per prompt."""

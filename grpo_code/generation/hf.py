@@ -3,6 +3,10 @@
 Prompts are processed in fixed chunks of ``batch_size // n`` prompts; each chunk is
 seeded from (seed, chunk index), so the same prompts, settings and seed give the same
 completions, whether or not an earlier run was interrupted.
+
+With ``done`` a completion ends as soon as its program is whole (:func:`program_stop`).
+Every row still draws its token at every step, so the other rows sample exactly what they
+would have, and an ended completion is a prefix of the one it would have become.
 """
 
 from __future__ import annotations
@@ -11,10 +15,51 @@ from collections.abc import Sequence
 from typing import Any
 
 from grpo_code.errors import ModelError
-from grpo_code.generation.base import Progress, ResolvedModel, Sampling, prompt_text
+from grpo_code.generation.base import Done, Progress, ResolvedModel, Sampling, prompt_text
 from grpo_code.tasks.prompts import Prompt
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+class TokenKinds:
+    """Whether a token's text holds a backtick, and whether it holds a newline: the only
+    tokens after which a program can become whole (a fence closed, a line ended)."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self._known: dict[int, tuple[bool, bool]] = {}
+
+    def __call__(self, token_id: int) -> tuple[bool, bool]:
+        known = self._known.get(token_id)
+        if known is None:
+            text = self.tokenizer.decode([token_id])
+            known = self._known[token_id] = ("`" in text, "\n" in text)
+        return known
+
+
+def program_stop(tokenizer: Any, prompt_length: int, per_prompt: int, done: Done, kinds: TokenKinds) -> Any:
+    """A stopping criterion that ends row ``r`` once ``done(r // per_prompt, text)`` holds."""
+    from transformers import StoppingCriteria
+
+    class ProgramStop(StoppingCriteria):
+        def __init__(self) -> None:
+            self.stopped: set[int] = set()
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            import torch
+
+            for row, token in enumerate(input_ids[:, -1].tolist()):
+                if row in self.stopped or not any(kinds(token)):
+                    continue
+                text = tokenizer.decode(input_ids[row, prompt_length:], skip_special_tokens=True)
+                if done(row // per_prompt, text):
+                    self.stopped.add(row)
+            stop = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+            if self.stopped:
+                stop[list(self.stopped)] = True
+            return stop
+
+    return ProgramStop()
 
 
 class HFGenerator:
@@ -44,24 +89,27 @@ class HFGenerator:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.style = "chat" if self.tokenizer.chat_template else "raw"
+        self.kinds = TokenKinds(self.tokenizer)
 
     def text(self, prompt: Prompt) -> str:
         return prompt_text(self.tokenizer, prompt)
 
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
-                 progress: Progress | None = None) -> list[list[str]]:
+                 progress: Progress | None = None, done: Done | None = None) -> list[list[str]]:
         import torch
 
         per_chunk = max(1, self.batch_size // sampling.n)
         out: list[list[str]] = []
         for start in range(0, len(prompts), per_chunk):
             chunk = prompts[start:start + per_chunk]
-            out.extend(self._chunk(chunk, sampling, seed * 1_000_003 + start // per_chunk, torch))
+            chunk_done = None if done is None else (lambda i, text, start=start: done(start + i, text))
+            out.extend(self._chunk(chunk, sampling, seed * 1_000_003 + start // per_chunk, torch, chunk_done))
             if progress:
                 progress(len(chunk))
         return out
 
-    def _chunk(self, chunk: Sequence[Prompt], sampling: Sampling, seed: int, torch: Any) -> list[list[str]]:
+    def _chunk(self, chunk: Sequence[Prompt], sampling: Sampling, seed: int, torch: Any,
+               done: Done | None = None) -> list[list[str]]:
         texts = [self.text(p) for p in chunk]
         # Chat templates already hold the BOS token; do not add special tokens twice.
         enc = self.tokenizer(texts, return_tensors="pt", padding=True,
@@ -75,6 +123,11 @@ class HFGenerator:
             kwargs.update(do_sample=False)
         if sampling.stop:
             kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        if done is not None:
+            from transformers import StoppingCriteriaList
+
+            kwargs["stopping_criteria"] = StoppingCriteriaList(
+                [program_stop(self.tokenizer, enc["input_ids"].shape[1], sampling.n, done, self.kinds)])
         torch.manual_seed(seed)
         with torch.no_grad():
             ids = self.model.generate(**enc, **kwargs)

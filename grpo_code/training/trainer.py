@@ -13,6 +13,9 @@ a whole batch in one call, so there the jobs start right after it. Logged per st
 - ``timing/reward_wait_s``: time blocked on rewards after generation,
 - ``timing/sandbox_busy_s``: summed run time of the sandbox jobs executed for the step,
 - ``timing/step_s``: wall time of the whole step (generation, scoring, update).
+
+The update's forward pass runs in groups of rows of like length, each cut to its widest
+row (``train.trim_padding``, :mod:`grpo_code.training.packing`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from trl import GRPOTrainer
 
+from grpo_code.generation.hf import TokenKinds
 from grpo_code.rewards.functions import CodeReward
 from grpo_code.tasks.extract import whole_program
 from grpo_code.training.filter import FilteringSampler, PromptFilter
@@ -51,7 +55,6 @@ class GrpoCodeTrainer(GRPOTrainer):
         self._batch_task_ids: list[str] = []
         self._generate_s = 0.0
         self._step_started: float | None = None
-        self.early_submitted = 0
         self._speculation_seen = (0, 0)
 
     # ----------------------------------------------------------------- sampling
@@ -135,7 +138,6 @@ class GrpoCodeTrainer(GRPOTrainer):
         """Hand a finished completion to the sandbox now; the reward function claims it later."""
         self.code_reward.scorer.submit_early(*self._row(row, completion_ids), self.style,
                                              self.code_reward.truncated(completion_ids))
-        self.early_submitted += 1
 
     def _whole_program(self, row: int, partial_ids: list[int]) -> bool:
         """Whether a completion still being generated already holds its whole program."""
@@ -256,15 +258,7 @@ class FinishWatcher(StoppingCriteria):
         self.submitted: set[int] = set()
         self.stopped: dict[int, int] = {}
         self.eos = set(trainer.eos_token_ids)
-        self._kinds: dict[int, tuple[bool, bool]] = {}
-
-    def _kind(self, token_id: int) -> tuple[bool, bool]:
-        """Whether a token holds a backtick, and whether it holds a newline."""
-        known = self._kinds.get(token_id)
-        if known is None:
-            text = self.trainer.processing_class.decode([token_id])
-            known = self._kinds[token_id] = ("`" in text, "\n" in text)
-        return known
+        self._kind = TokenKinds(trainer.processing_class)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
         stop = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
