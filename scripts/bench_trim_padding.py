@@ -1,11 +1,11 @@
 """Training forward and backward pass: the padded batch (TRL) against ours, cut by length.
 
 Builds GRPO batches of the demo model on the demo suite's train prompts, rendered as
-``grpo-code train`` renders them, G completions per prompt. Completion lengths come from
-a run's ``completions.jsonl`` (``--completions``, one batch per logged step, tokenized
-with the model's tokenizer) or, without it, are drawn like the learning check's first
-steps: most rows stop after their code at 20-60 tokens, ``--long`` rows a batch run to
-the length limit. Each batch goes through the forward pass and the backward pass of a
+``grpo-code train`` renders them, G completions per prompt. Completions come from a
+run's ``completions.jsonl`` (``--completions``, one batch per logged step, tokenized with
+the model's tokenizer) or, without it, are random tokens with the lengths of the learning
+check's first steps: most rows stop after their code at 20-60 tokens, ``--long`` rows a
+batch run to the length limit. Each batch goes through the forward pass and the backward pass of a
 summed log-prob loss, once padded and once with ``train.trim_padding``, and the script
 prints the time of each, the tokens each computed, their ratio, and the largest
 log-prob difference between the two.
@@ -28,13 +28,13 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def batches_from_run(path: Path, tokenizer, rows: int, limit: int, count: int) -> list[list[tuple[str, int]]]:
-    """(task id, completion tokens) per row, for the first ``count`` logged steps of a run."""
-    steps: dict[int, list[tuple[str, int]]] = {}
+def batches_from_run(path: Path, tokenizer, rows: int, limit: int, count: int) -> list[list[tuple[str, list[int]]]]:
+    """(task id, completion token ids) per row, for the first ``count`` logged steps of a run."""
+    steps: dict[int, list[tuple[str, list[int]]]] = {}
     for line in path.read_text().splitlines():
         rec = json.loads(line)
-        tokens = len(tokenizer(rec["completion"], add_special_tokens=False)["input_ids"])
-        steps.setdefault(rec["step"], []).append((rec["task_id"], min(limit, max(1, tokens))))
+        tokens = tokenizer(rec["completion"], add_special_tokens=False)["input_ids"][:limit]
+        steps.setdefault(rec["step"], []).append((rec["task_id"], tokens or [tokenizer.eos_token_id]))
     found = [b[:rows] for _, b in sorted(steps.items()) if len(b) >= rows]
     if not found:
         sys.exit(f"error: no step in {path} has {rows} completions; pass --rows to match the run")
@@ -42,7 +42,8 @@ def batches_from_run(path: Path, tokenizer, rows: int, limit: int, count: int) -
 
 
 def drawn_batches(task_ids: list[str], rows: int, group: int, limit: int, long: int, count: int,
-                  seed: int) -> list[list[tuple[str, int]]]:
+                  seed: int, vocab: int) -> list[list[tuple[str, list[int]]]]:
+    """Rows of random tokens with the lengths of the learning check's first steps."""
     rng = random.Random(seed)
     out = []
     for _ in range(count):
@@ -50,7 +51,7 @@ def drawn_batches(task_ids: list[str], rows: int, group: int, limit: int, long: 
         lengths = [rng.randint(20, 60) for _ in range(rows)]
         for row in rng.sample(range(rows), min(long, rows)):
             lengths[row] = limit
-        out.append([(tasks[i // group], lengths[i]) for i in range(rows)])
+        out.append([(tasks[i // group], [rng.randrange(100, vocab) for _ in range(lengths[i])]) for i in range(rows)])
     return out
 
 
@@ -93,29 +94,29 @@ def main() -> None:
     if args.completions:
         batches = batches_from_run(args.completions, tokenizer, args.rows, limit, args.batches)
     else:
-        batches = drawn_batches(sorted(tasks), args.rows, group, limit, args.long, args.batches, args.seed)
+        batches = drawn_batches(sorted(tasks), args.rows, group, limit, args.long, args.batches, args.seed,
+                                tokenizer.vocab_size)
 
     trainer = object.__new__(GrpoCodeTrainer)  # only its forward pass is used
     trainer.accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if args.bf16 else "no")
     model.to(trainer.accelerator.device)
-    gen = torch.Generator().manual_seed(args.seed)
     totals = {"padded": [0.0, 0], "trimmed": [0.0, 0]}
     worst = 0.0
     for batch in batches:
         prompts = [tokenizer(prompt_text(tokenizer, render(tasks[t], "chat", system_prompt,
                                                            suite.prompt_template)),
                              add_special_tokens=False)["input_ids"] for t, _ in batch]
-        width_p, width_c = max(map(len, prompts)), max(n for _, n in batch)
+        width_p, width_c = max(map(len, prompts)), max(len(c) for _, c in batch)
         ids = torch.full((len(batch), width_p + width_c), tokenizer.pad_token_id or 0, dtype=torch.long)
         mask = torch.zeros_like(ids)
-        for i, (p, (_, n)) in enumerate(zip(prompts, batch)):
+        for i, (p, (_, c)) in enumerate(zip(prompts, batch)):
             ids[i, width_p - len(p):width_p] = torch.tensor(p)
-            ids[i, width_p:width_p + n] = torch.randint(100, tokenizer.vocab_size, (n,), generator=gen)
-            mask[i, width_p - len(p):width_p + n] = 1
+            ids[i, width_p:width_p + len(c)] = torch.tensor(c)
+            mask[i, width_p - len(p):width_p + len(c)] = 1
         ids, mask = ids.to(model.device), mask.to(model.device)
         completion_mask = mask[:, width_p:].float()
-        groups = length_chunks([len(p) for p in prompts], [n for _, n in batch])
-        computed = sum(len(g) * (max(len(prompts[r]) for r in g) + max(batch[r][1] for r in g)) for g in groups)
+        groups = length_chunks([len(p) for p in prompts], [len(c) for _, c in batch])
+        computed = sum(len(g) * (max(len(prompts[r]) for r in g) + max(len(batch[r][1]) for r in g)) for g in groups)
         logps = {}
         for name, trim in (("padded", False), ("trimmed", True)):
             trainer.trim_padding = trim
