@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,19 +99,17 @@ def quarter_test(rewards: list[float], run_dir: Path) -> dict:
     var = lambda xs: statistics.variance(xs) if len(xs) > 1 else 0.0  # noqa: E731
     se_steps = math.sqrt(var(first) / len(first) + var(last) / len(last))
     diff = statistics.mean(last) - statistics.mean(first)
-    early: dict[str, list[float]] = {}
-    late: dict[str, list[float]] = {}
-    seen: dict[str, list[int]] = {}
+    early: dict[str, list[float]] = defaultdict(list)  # task -> its rewards in the first quarter
+    late: dict[str, list[float]] = defaultdict(list)
+    seen: dict[str, set[int]] = defaultdict(set)  # task -> the steps (of both quarters) that drew it
     for line in (run_dir / "completions.jsonl").read_text().splitlines():
         rec = json.loads(line)  # "step" counts from 0 here
         side = early if rec["step"] < q else late if rec["step"] >= steps - q else None
         if side is not None:
-            side.setdefault(rec["task_id"], [])
-            seen.setdefault(rec["task_id"], [])
-            if rec["step"] not in seen[rec["task_id"]]:
-                seen[rec["task_id"]].append(rec["step"])
+            rewards_of = side[rec["task_id"]]
+            seen[rec["task_id"]].add(rec["step"])
             if rec["reward"] is not None:
-                side[rec["task_id"]].append(float(rec["reward"]))
+                rewards_of.append(float(rec["reward"]))
     both = set(early) & set(late)
     paired = (both == set(early) == set(late) and len(both) > 1 and all(len(v) == 2 for v in seen.values())
               and all(early[t] and late[t] for t in both))

@@ -228,8 +228,7 @@ class GrpoCodeTrainer(GRPOTrainer):
             if entropy is not None:
                 entropies.append(torch.nn.functional.pad(entropy, (0, logits_to_keep - keep)))
             order.extend(rows)
-        back = torch.empty(len(order), dtype=torch.long, device=input_ids.device)
-        back[torch.tensor(order, device=input_ids.device)] = torch.arange(len(order), device=input_ids.device)
+        back = torch.tensor(order, device=input_ids.device).argsort()  # batch row -> place in the groups
         return torch.cat(logps)[back], torch.cat(entropies)[back] if entropies else None, None
 
     # ----------------------------------------------------------------- steps
