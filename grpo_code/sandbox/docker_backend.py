@@ -323,6 +323,17 @@ def _peer_is_container(conn: socket.socket, container_id: str) -> bool:
         return pid == 0 and uid == SANDBOX_UID
 
 
-def _remove_container(name: str) -> None:
-    with contextlib.suppress(Exception):
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+def _remove_container(name: str, patience_s: float = 10.0) -> None:
+    """``docker rm -f``, repeated while the engine answers that a removal is already under
+    way: a container's own ``--rm`` (its executor exited at end of input) racing ours can
+    leave it stuck in "Removal In Progress" until someone asks again."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            proc = subprocess.run(["docker", "rm", "-f", name], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return
+        racing = "already in progress" in proc.stderr or "cannot remove" in proc.stderr
+        if proc.returncode == 0 or not racing or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
