@@ -6,8 +6,10 @@ For each model, ``<out>/<model-slug>/`` holds
   settings is refused (naming the keys) so a resume never mixes samples;
 - ``samples.jsonl``: append-only completions keyed by (task_id, index); prompts are
   generated in fixed seeded chunks, so a killed run resumes to the same samples;
-- ``results.jsonl``: per-sample verdicts, appended as jobs finish (sandbox infrastructure
-  errors are not written, so a rerun retries them);
+- ``results.jsonl``: per-sample verdicts, appended as jobs finish and keyed by the sample
+  and the harness fingerprint (:mod:`~grpo_code.sandbox.fingerprint`), so verdicts of
+  another sandbox runtime or other limits are not reused; sandbox infrastructure errors
+  are not written, so a rerun retries them;
 - ``summary.json``: pass@k (unbiased estimator), a 95% bootstrap interval over tasks,
   per-task counts, the verdict mix and the suite's content hash.
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
+from grpo_code.sandbox.fingerprint import harness_fingerprint
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.extract import build_program, whole_program
 from grpo_code.tasks.prompts import render
@@ -154,9 +157,14 @@ def _status(result: Result | None) -> str:
 def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path, style_of: Callable[[Task], str],
              sandbox: Any, hooks: Hooks, which: str = "last") -> dict[str, list[dict]]:
     """Run every sample lacking a result and return the results per task. Sandbox
-    infrastructure errors are not written, and are reported once the rest is saved."""
-    done = {(r["task_id"], r["index"], r.get("sample_sha")): r for r in _read_jsonl(results_path)}
-    keyed = [(s, (s["task_id"], s["index"], _sha(s.get("completion", "") + "\0" + s.get("solution", ""))))
+    infrastructure errors are not written, and are reported once the rest is saved. A
+    record is reused only under the same harness fingerprint (records without one are
+    older than it and run again)."""
+    done = {(r["task_id"], r["index"], r.get("sample_sha"), r.get("harness")): r for r in _read_jsonl(results_path)}
+    by_language = {lang: harness_fingerprint(lang, sandbox.config) for lang in {t.language for t in suite.tasks}}
+    harness = {t.id: by_language[t.language] for t in suite.tasks}
+    keyed = [(s, (s["task_id"], s["index"], _sha(s.get("completion", "") + "\0" + s.get("solution", "")),
+                  harness[s["task_id"]]))
              for s in samples]
     pending = [(s, key) for s, key in keyed if key not in done]
     hooks.start("execute", len(pending))
@@ -179,7 +187,8 @@ def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path, st
             if result is not None and result.status is Status.INFRA_ERROR:
                 infra += 1
                 continue
-            record = {"task_id": s["task_id"], "index": s["index"], "sample_sha": key[2], "status": _status(result),
+            record = {"task_id": s["task_id"], "index": s["index"], "sample_sha": key[2], "harness": key[3],
+                      "status": _status(result),
                       "passed": result.passed if result else 0, "total": result.total if result else 0,
                       "extraction": how,
                       "verdicts": [t.verdict.value for t in result.tests] if result else [],

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
 import threading
+from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -15,9 +17,10 @@ from typer.testing import CliRunner
 from conftest import BENCH
 from grpo_code.cli import app
 from grpo_code.config import SandboxConfig
-from grpo_code.evaluate import EvalError, EvalSettings, bootstrap_ci, eval_model, pass_at_k
+from grpo_code.evaluate import EvalError, EvalSettings, bootstrap_ci, eval_model, pass_at_k, score_samples
 from grpo_code.generation.base import Sampling
-from grpo_code.sandbox import Sandbox
+from grpo_code.sandbox import Sandbox, harness_fingerprint, image
+from grpo_code.sandbox.types import Job, Result, Status, TestResult, Verdict
 from grpo_code.tasks import load_suite
 from grpo_code.tasks.prompts import Prompt, render
 
@@ -105,6 +108,48 @@ def test_humaneval_references_pass_and_swapped_references_fail(docker_ready: Non
         assert result.exit_code == 0, result.output
         summary = json.loads((out / "summary.json").read_text())
         assert summary["pass_at_k"]["1"] == expected and summary["tasks"] == 164, name
+
+
+class JudgingSandbox:
+    """Fails every test until ``fixed``, then passes them all; counts the jobs it runs."""
+
+    def __init__(self) -> None:
+        self.config = SandboxConfig()
+        self.fixed = False
+        self.jobs = 0
+
+    def submit(self, job: Job) -> Future:
+        self.jobs += 1
+        tests = tuple(TestResult(Verdict.PASS if self.fixed else Verdict.FAIL) for _ in job.tests)
+        passed = len(tests) if self.fixed else 0
+        fut: Future = Future()
+        fut.set_result(Result(Status.PASS if self.fixed else Status.FAIL, passed, len(tests), tests, 1.0))
+        return fut
+
+
+def test_resume_reruns_verdicts_of_another_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    suite = load_suite("demo")
+    path = _samples(tmp_path, [{"task_id": t.id, "solution": t.reference} for t in suite.tasks[:2]])
+    out, sb = tmp_path / "out", JudgingSandbox()
+
+    def pass_at_1() -> float:
+        return score_samples(path, suite, [1], out, sb)["pass_at_k"]["1"]
+
+    assert pass_at_1() == 0.0 and sb.jobs == 2  # a harness bug fails correct solutions
+    assert pass_at_1() == 0.0 and sb.jobs == 2  # same harness: the records are reused
+    sb.fixed = True
+    monkeypatch.setattr(image, "executor_hash", lambda: "0" * 16)  # the fix
+    assert pass_at_1() == 1.0 and sb.jobs == 4
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["harness"] for r in records[2:]] == [harness_fingerprint("python", sb.config)] * 2
+    # the limits are part of the harness
+    sb.config = dataclasses.replace(sb.config, timeout_s=1.0)
+    assert pass_at_1() == 1.0 and sb.jobs == 6
+    # records written before the fingerprint existed are run again
+    (out / "results.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "harness"}) + "\n"
+                                               for r in records[2:]))
+    sb.config = SandboxConfig()
+    assert pass_at_1() == 1.0 and sb.jobs == 8
 
 
 # ------------------------------------------------------------------ resumable model evals

@@ -26,6 +26,7 @@ from grpo_code.rewards import (
 from grpo_code.rewards.blend import normalize_groups
 from grpo_code.rewards.metrics import percentile
 from grpo_code.rewards.model.remote import parse_scores
+from grpo_code.sandbox import image
 from grpo_code.sandbox.types import CallTest, Job, Limits, Result, ScriptTest, Status, TestResult, Verdict
 from grpo_code.tasks import Task
 
@@ -183,6 +184,14 @@ def test_cache_key_equal_content_hits():
     assert cache_key(JOB, dataclasses.replace(SB, workers=7), "i") == cache_key(JOB, SB, "i")
 
 
+def test_cache_key_changes_with_the_harness(monkeypatch: pytest.MonkeyPatch):
+    base = cache_key(JOB, SB, "sha256:img")
+    # a limit the job never sees (the container's process cap) still changes verdicts
+    assert cache_key(JOB, dataclasses.replace(SB, pids_limit=SB.pids_limit * 2), "sha256:img") != base
+    monkeypatch.setattr(image, "executor_hash", lambda: "0" * 16)
+    assert cache_key(JOB, SB, "sha256:img") != base
+
+
 def test_cache_lru_bound_and_no_infra(tmp_path: Path):
     cache = RewardCache(max_entries=2)
     r = result(P)
@@ -310,6 +319,19 @@ def test_scorer_disk_cache_reused_by_a_new_scorer(tmp_path: Path):
     # a different image id misses
     third = RewardScorer(cfg, sb2, image_id="other")
     assert third.submit(add_task(), HALF).source == "executed"
+
+
+def test_scorer_reruns_cached_results_after_a_harness_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # the local backend's image id names only the host Python: an executor fix leaves it as it was
+    cfg = RewardsConfig(cache_path=str(tmp_path / "c.sqlite"))
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(cfg, sb)
+    h = scorer.submit(add_task(), HALF)
+    sb.finish()
+    assert scorer.scores([h]) == [0.5] and scorer.submit(add_task(), HALF).source == "cache"
+    monkeypatch.setattr(image, "executor_hash", lambda: "0" * 16)
+    assert scorer.submit(add_task(), HALF).source == "executed" and len(sb.submitted) == 2
+    scorer.close()
 
 
 def test_early_submission_is_claimed_not_resubmitted():

@@ -1,10 +1,13 @@
 """The reward cache: sandbox results addressed by what determines them.
 
-The key is a hash of (language, extracted program, tests, resolved limits, image id):
-everything the verdicts depend on and nothing else, so two completions that differ
-only in prose around the same code block share an entry, while a change to a test, a
-limit or the sandbox image misses. Results are cached, not rewards, so changing the
-reward mode reuses them. Infrastructure errors are never stored.
+The key is a hash of (language, extracted program, tests, resolved limits, image id,
+harness fingerprint): everything the verdicts depend on and nothing else, so two
+completions that differ only in prose around the same code block share an entry, while
+a change to a test, a limit, the sandbox image or the sandbox runtime
+(:func:`~grpo_code.sandbox.fingerprint.harness_fingerprint`) misses. The fingerprint is
+what catches a runtime fix under the ``local`` backend, whose image id is only the host
+Python. Results are cached, not rewards, so changing the reward mode reuses them.
+Infrastructure errors are never stored.
 
 Entries live in a bounded in-memory LRU; with ``rewards.cache_path`` they are also
 written to a sqlite file, so eval re-runs and resumed training reuse them across
@@ -24,13 +27,15 @@ from pathlib import Path
 
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import RewardError
+from grpo_code.sandbox.fingerprint import harness_fingerprint
 from grpo_code.sandbox.types import Job, Result, Status, wire_for
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def cache_key(job: Job, sandbox: SandboxConfig, image_id: str) -> str:
-    """Content address of a job's result: limits resolved against the sandbox config."""
+    """Content address of a job's result: limits resolved against the sandbox config, and the
+    harness that runs it."""
     wire = wire_for(job, sandbox)
     payload = {
         "v": SCHEMA_VERSION,
@@ -39,6 +44,7 @@ def cache_key(job: Job, sandbox: SandboxConfig, image_id: str) -> str:
         "tests": wire["tests"],
         "limits": wire["limits"],
         "image": image_id,
+        "harness": harness_fingerprint(wire["language"], sandbox),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 

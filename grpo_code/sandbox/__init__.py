@@ -9,6 +9,7 @@ See docs/sandbox.md.
 """
 
 from grpo_code.sandbox.api import Sandbox, resolve_backend
+from grpo_code.sandbox.fingerprint import harness_fingerprint
 from grpo_code.sandbox.types import (
     CallTest,
     IoTest,
@@ -35,6 +36,7 @@ __all__ = [
     "TestCase",
     "TestResult",
     "Verdict",
+    "harness_fingerprint",
     "load_jobs",
     "resolve_backend",
 ]
