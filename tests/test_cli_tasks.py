@@ -124,3 +124,4 @@ def test_public_benchmarks_convert_and_check(docker_ready: None, benchmarks: Pat
     assert report["tasks"] == count
     assert report["reference"]["passed"] == count, report["reference"]["failed"][:10]
     assert report["empty"]["failed"] == count, report["empty"]["broken"][:10]
+    assert report["reference"]["unattested_tests"] == 0  # every Python test is judged out of process

@@ -77,5 +77,6 @@ def test_every_language_has_an_image_definition_and_bootstrap_packages():
     for lang in LANGUAGES:
         assert image.dockerfile(lang).is_file()
         assert image.BOOTSTRAP_PACKAGES[lang][0] == "python3"  # the executor runs in every image
-    names = {p.name for p in image.RUNTIME}
-    assert {"executor.py", "runners.py", "javascript.js", "javascript_snapshot.js", "cpp.hpp"} <= names
+    names = {p.relative_to(image.RUNTIME_DIR).as_posix() for p in image.RUNTIME}
+    assert {"__main__.py", "main.py", "zygote.py", "judge.py", "verdict.py", "runners.py", "harness/javascript.js",
+            "harness/javascript_snapshot.js", "harness/cpp.hpp"} <= names

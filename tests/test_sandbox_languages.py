@@ -25,8 +25,8 @@ from grpo_code.sandbox import (
     Status,
     Verdict,
     local_backend,
-    runners,
 )
+from grpo_code.sandbox.executor import runners
 from grpo_code.sandbox.types import job_deadline_s, wire_job
 
 LANGS = ("javascript", "cpp")

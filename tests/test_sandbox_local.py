@@ -103,11 +103,13 @@ def test_background_process_is_killed_with_the_job(sandbox):
     pytest.fail(f"background process {pid} survived its job")
 
 
-def test_killing_the_executor_is_an_infra_error_and_the_pool_recovers(sandbox):
+def test_killing_the_executor_is_the_programs_verdict_and_the_pool_recovers(sandbox):
+    # Not PID 1 here, so the program can kill its executor: on every attempt, so it is the
+    # program's doing (runtime_error), not an infra error it could hide behind.
     [result] = sandbox.run([cases.KILL_EXECUTOR])
-    assert result.status in (Status.INFRA_ERROR, Status.FAIL), result
-    if result.status is Status.INFRA_ERROR:
-        assert result.error and result.pass_fraction is None
+    assert result.status is Status.FAIL, result
+    assert result.tests[0].verdict is Verdict.RUNTIME_ERROR, result
+    assert "killed the sandbox's executor" in result.tests[0].message
     [after] = sandbox.run([cases.script(cases.ADD, "assert add(2, 2) == 4")])
     assert after.status is Status.PASS
 
@@ -156,3 +158,16 @@ def test_ray_backend_without_ray_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     with pytest.raises(SandboxError, match=r"needs Ray.*grpo-code\[ray\]"):
         Sandbox(SandboxConfig(backend="ray")).run([Job("pass", (ScriptTest(""),))])
+
+
+@pytest.mark.parametrize("name", sorted(cases.SECRET_HACKS))
+def test_no_secret_is_reachable_from_the_program(sandbox, name):
+    job = cases.on_this_host(cases.SECRET_HACKS[name][0])
+    if job is None:
+        pytest.skip("signals every process: docker backend only")
+    cases.check_secret_hack(sandbox, name, job)
+
+
+def test_module_semantics_of_function_tests(sandbox):
+    cases.check_module_semantics(sandbox)
+

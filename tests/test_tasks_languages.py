@@ -86,6 +86,8 @@ def test_converted_fixture_checks_clean_and_wrong_solutions_fail(docker_ready: N
     assert result.exit_code == 0, result.output
     report = _check([str(dst)])
     assert report["reference"]["passed"] == report["empty"]["failed"] == 3
+    # their script tests run the asserts next to the program: counted, not hidden
+    assert report["reference"]["unattested_tests"] == 3
     # a plausible wrong answer per task: every one must fail (console.assert included)
     records = [json.loads(line) for line in (dst / "tasks.jsonl").read_text().splitlines()]
     wrong = {"javascript": "  return 0;\n}\n", "cpp": "    return {};\n}\n"}[language]

@@ -186,6 +186,9 @@ def _print_report(s: dict) -> None:
                 out.print(f"  [red]flaky: {names(r['flaky'])}[/red]")
             if r["infra_errors"]:
                 out.print(f"  [yellow]sandbox errors: {names(r['infra_errors'])}[/yellow]")
+            if r.get("unattested_tests"):
+                out.print(f"  [yellow]{r['unattested_tests']} tests judged inside the program's process "
+                          "(not attested; docs/sandbox.md)[/yellow]")
     if "empty" in s:
         e = s["empty"]
         color = "green" if not e["broken"] else "red"

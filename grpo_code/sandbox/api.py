@@ -26,8 +26,8 @@ from typing import Any
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend, local_backend
+from grpo_code.sandbox.executor.runners import RUNNERS
 from grpo_code.sandbox.pool import WorkerPool, shutdown_all
-from grpo_code.sandbox.runners import RUNNERS
 from grpo_code.sandbox.types import Job, Result, wire_for
 
 BACKENDS = ("auto", "docker", "local", "ray")

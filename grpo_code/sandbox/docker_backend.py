@@ -36,7 +36,7 @@ from grpo_code.sandbox.worker import Worker, WorkerLost, subprocess_worker
 LABEL = "grpo-code.sandbox"
 OWNER_LABEL = "grpo-code.owner"
 SANDBOX_UID = 10001
-EXECUTOR_PATH = "/opt/grpo-code/executor.py"
+EXECUTOR_PATH = "/opt/grpo-code/executor/__main__.py"
 DEFAULT_IMAGES = {
     "python": "grpo-code-sandbox-python:latest",
     "javascript": "grpo-code-sandbox-javascript:latest",

@@ -2,7 +2,7 @@
 
 The image is ``sandboxes/<lang>/Dockerfile`` built with the legacy builder and
 ``--network none`` from a temporary context holding the Dockerfile and the sandbox
-runtime (``executor.py``, ``runners.py``, ``harness/``). It is labelled with a hash of
+runtime (the ``executor/`` package, with its runners and ``harness/``). It is labelled with a hash of
 (Dockerfile, runtime files, base image id), so a rebuild is skipped when nothing changed.
 ``--bootstrap`` makes the base image without any registry: ``mmdebstrap --variant=apt
 --include=<the language's packages> <codename>`` from the host's Debian sources (python3
@@ -28,8 +28,9 @@ from grpo_code.sandbox.local_backend import EXECUTOR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SANDBOXES = REPO_ROOT / "sandboxes"
-RUNTIME = [EXECUTOR, EXECUTOR.parent / "runners.py", *sorted((EXECUTOR.parent / "harness").glob("*.*"))]
-"""What every image gets under /opt/grpo-code (the executor imports runners.py next to it)."""
+RUNTIME_DIR = EXECUTOR.parent
+RUNTIME = sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file() and p.suffix in (".py", ".js", ".hpp"))
+"""What every image gets as /opt/grpo-code/executor (the package, its runners and harnesses)."""
 DEFAULT_BASE = {"python": "python:3.12-slim"}
 """Registry base images; other languages need python3 and their toolchain in one image,
 which no official image has: they use --bootstrap or --base-image."""
@@ -204,7 +205,8 @@ def executor_hash() -> str:
     stale image is detected."""
     h = hashlib.sha256()
     for path in RUNTIME:
-        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        name = path.relative_to(RUNTIME_DIR).as_posix()
+        h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:16]
 
 
@@ -255,9 +257,9 @@ def build(
     log(f"building {tag} from {base_image}")
     with tempfile.TemporaryDirectory(prefix="grpo-code-build-") as ctx:
         shutil.copy(dockerfile(lang), Path(ctx) / "Dockerfile")
-        (Path(ctx) / "harness").mkdir()
         for path in RUNTIME:
-            target = Path(ctx) / ("harness" if path.parent.name == "harness" else "") / path.name
+            target = Path(ctx) / "executor" / path.relative_to(RUNTIME_DIR)
+            target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, target)
         _run(
             [

@@ -16,7 +16,7 @@ from pathlib import Path
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox.worker import Worker, WorkerLost, subprocess_worker
 
-EXECUTOR = Path(__file__).resolve().parent / "executor.py"
+EXECUTOR = Path(__file__).resolve().parent / "executor" / "__main__.py"
 WARNING = (
     "sandbox backend 'local' runs untrusted code directly on this machine: it is NOT a security "
     "boundary (use the docker backend for isolation; `grpo-code sandbox build --bootstrap`)"
@@ -25,7 +25,7 @@ WARNING = (
 
 def check_tools(language: str) -> None:
     """Raise a SandboxError when the host lacks what the language's runner executes."""
-    from grpo_code.sandbox.runners import RUNNERS
+    from grpo_code.sandbox.executor.runners import RUNNERS
 
     missing = RUNNERS[language].missing_tools()
     if missing:
@@ -41,7 +41,7 @@ def warn_local() -> None:
 
 
 class LocalFactory:
-    """Makes local workers: ``python -I executor.py`` in a private temp work dir each."""
+    """Makes local workers: ``python -I executor/__main__.py`` in a private temp work dir each."""
 
     def __call__(self, index: int) -> Worker:
         workdir = tempfile.mkdtemp(prefix="grpo-code-sbx-")

@@ -17,7 +17,7 @@ from typing import Any
 
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox.types import job_deadline_s
-from grpo_code.sandbox.worker import Worker, WorkerLost
+from grpo_code.sandbox.worker import ExecutorKilled, Worker, WorkerLost
 
 _LIVE: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
@@ -141,6 +141,7 @@ class WorkerPool:
         """Run a job; returns (result, None) or (None, infrastructure error)."""
         timeout = job_deadline_s(wire)
         error = "no attempt made"
+        killed = 0
         for _attempt in range(self.retries + 1):
             try:
                 worker = self._acquire()
@@ -152,6 +153,7 @@ class WorkerPool:
                 result = worker.run(wire, timeout)
             except WorkerLost as exc:
                 error = f"{worker.name}: {exc}"
+                killed += isinstance(exc, ExecutorKilled)
                 self._count_stat("lost")
                 self._drop(worker, graceful=False)
                 continue
@@ -161,6 +163,11 @@ class WorkerPool:
             self._release(worker)
             self._count_stat("jobs")
             return result, None
+        if killed == self.retries + 1:
+            # Killed during this job on every attempt, by no one but the job's processes:
+            # the program's doing, so its verdict (not a masked infra error).
+            self._count_stat("jobs")
+            return killed_result(wire, error), None
         self._count_stat("infra_errors")
         return None, error
 
@@ -191,3 +198,12 @@ class WorkerPool:
         for t in threads + reapers:
             t.join(max(0.0, deadline - time.monotonic()))
         _LIVE.discard(self)
+
+
+def killed_result(wire: dict[str, Any], error: str) -> dict[str, Any]:
+    """The result of a job whose program killed the executor on every attempt."""
+    message = f"the program killed the sandbox's executor ({error})"
+    tests = [{"verdict": "runtime_error", "duration_ms": 0.0, "stdout": "", "stderr": "", "message": message}
+             for _ in wire["tests"]]
+    return {"status": "fail", "passed": 0, "total": len(tests), "tests": tests, "duration_ms": 0.0, "error": None}
+

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.errors import SandboxError
-from grpo_code.sandbox.runners import RUNNERS
+from grpo_code.sandbox.executor.runners import RUNNERS
 
 LANGUAGES = tuple(RUNNERS)
-"""Languages with a runner (grpo_code/sandbox/runners.py); each has its own image."""
+"""Languages with a runner (grpo_code/sandbox/executor/runners.py); each has its own image."""
 COMPARE_MODES = ("exact", "lines", "tokens")
 
 
@@ -168,6 +168,10 @@ class Job:
     tests: tuple[TestCase, ...]
     language: str = "python"
     limits: Limits = field(default_factory=Limits)
+    entry_point: str | None = None
+    """The function the tests are about. Python script tests take every name from the
+    program except builtins (a program's own ``abs`` must not judge its answers); the
+    entry point is taken from the program even when it shadows one (MBPP's ``sum``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tests", tuple(self.tests))
@@ -178,6 +182,8 @@ class Job:
         )
         _want(isinstance(self.program, str), "program", "must be a string")
         _want(len(self.tests) > 0, "tests", "is empty (a job needs at least one test)")
+        _want(self.entry_point is None or (isinstance(self.entry_point, str) and self.entry_point.isidentifier()),
+              "entry_point", "must be a name")
         if not RUNNERS[self.language].call_tests:
             for i, test in enumerate(self.tests):
                 _want(
@@ -195,6 +201,8 @@ class Job:
         limits = self.limits.to_dict()
         if limits:
             out["limits"] = limits
+        if self.entry_point is not None:
+            out["entry_point"] = self.entry_point
         return out
 
     def to_json(self) -> str:
@@ -207,7 +215,7 @@ class Job:
     @classmethod
     def from_dict(cls, data: Any) -> Job:
         _want(isinstance(data, dict), "job", "must be a JSON object")
-        extra = sorted(set(data) - {"language", "program", "tests", "limits"})
+        extra = sorted(set(data) - {"language", "program", "tests", "limits", "entry_point"})
         _want(not extra, "job", f"has unknown keys {extra}")
         _want(isinstance(data.get("program"), str), "program", "must be a string")
         tests = data.get("tests")
@@ -234,6 +242,7 @@ class Job:
             tests=tuple(testcase_from_dict(t, f"tests[{i}]") for i, t in enumerate(tests)),
             language=data.get("language", "python"),
             limits=Limits(timeout_s=float(timeout) if timeout is not None else None, memory_mb=memory),
+            entry_point=data.get("entry_point"),
         )
 
     @classmethod
@@ -254,9 +263,15 @@ class TestResult:
     __test__ = False  # not a pytest class
     verdict: Verdict
     duration_ms: float = 0.0
+    """Wall-clock time of the test (fork to verdict)."""
     stdout: str = ""
     stderr: str = ""
     message: str = ""
+    cpu_ms: float = 0.0
+    """CPU time of the test's processes (program and judge): what the time limit is decided on."""
+    attested: bool = True
+    """False when the test's asserts ran next to the program (JavaScript and C++ script
+    tests): a program written to forge that pass could (docs/sandbox.md, threat model)."""
 
     @property
     def passed(self) -> bool:
@@ -266,9 +281,11 @@ class TestResult:
         return {
             "verdict": self.verdict.value,
             "duration_ms": self.duration_ms,
+            "cpu_ms": self.cpu_ms,
             "stdout": self.stdout,
             "stderr": self.stderr,
             "message": self.message,
+            "attested": self.attested,
         }
 
     @classmethod
@@ -279,6 +296,8 @@ class TestResult:
             stdout=str(data.get("stdout", "")),
             stderr=str(data.get("stderr", "")),
             message=str(data.get("message", "")),
+            cpu_ms=float(data.get("cpu_ms", 0.0)),
+            attested=bool(data.get("attested", True)),
         )
 
 
@@ -388,7 +407,9 @@ def wire_for(job: Job, config: Any) -> dict[str, Any]:
 
 def job_deadline_s(wire: dict[str, Any]) -> float:
     """How long the host waits for a job before it declares the sandbox hung."""
-    per_test = float(wire["limits"]["timeout_s"]) + 1.0
+    # Time limits are on CPU time; the wall clock of a test on a loaded machine can be a
+    # few times its limit (the executor's own backstop is 10x), so allow 4x here.
+    per_test = 4 * float(wire["limits"]["timeout_s"]) + 1.0
     deadline = 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)
     if "compile_timeout_s" in wire["limits"]:
         # at most one build per test kind (C++: the program alone for io, with the tests for script)

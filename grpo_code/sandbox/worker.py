@@ -23,6 +23,16 @@ class WorkerLost(Exception):
     """The executor died, hung or broke the protocol; the job did not get a verdict."""
 
 
+class ExecutorKilled(WorkerLost):
+    """The executor was killed by a signal the host did not send, during a job: on the
+    local backend (where the executor is not PID 1 of a container) the job's program can
+    do that, so a job that does it on every attempt gets the program's verdict."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
 class Worker:
     """A started executor and its channel. Not thread-safe: one job at a time.
 
@@ -40,6 +50,7 @@ class Worker:
         on_destroy: Callable[[], None],
         diagnose: Callable[[], str] = lambda: "",
         start_timeout_s: float = 60.0,
+        killed_by: Callable[[], int | None] = lambda: None,
     ):
         self.name = name
         self.jobs_done = 0
@@ -48,6 +59,7 @@ class Worker:
         self._on_close = on_close
         self._on_destroy = on_destroy
         self._diagnose = diagnose
+        self._killed_by = killed_by
         self._buf = bytearray()
         self._next_id = 0
         self._dead = False
@@ -83,6 +95,10 @@ class Worker:
             except OSError as exc:
                 raise WorkerLost(f"channel error ({exc}) {self._diagnose()}".strip()) from None
             if not chunk:
+                signum = self._killed_by()
+                if signum:
+                    raise ExecutorKilled(f"the executor was killed by signal {signum} {self._diagnose()}".strip(),
+                                         signum)
                 raise WorkerLost(f"the executor went away {self._diagnose()}".strip())
             self._buf += chunk
 
@@ -184,8 +200,15 @@ def subprocess_worker(
             proc.wait(10)
         finish()
 
+    def killed_by() -> int | None:
+        try:
+            code = proc.wait(2)
+        except subprocess.TimeoutExpired:
+            return None
+        return -code if code < 0 else None
+
     worker = Worker(
-        name, proc.stdout.fileno(), proc.stdin.fileno(), close, destroy, diagnose, start_timeout_s
+        name, proc.stdout.fileno(), proc.stdin.fileno(), close, destroy, diagnose, start_timeout_s, killed_by
     )
     worker.proc = proc  # type: ignore[attr-defined]
     return worker

@@ -72,8 +72,11 @@ class CheckReport:
             else:
                 bad = sorted(c.task_id for c in items if not c.passed_all and c.note != "no solution")
                 missing = sorted(c.task_id for c in items if c.note == "no solution")
+                # Tests whose asserts ran next to the program (JavaScript/C++ script tests):
+                # a program written to forge them could (docs/sandbox.md, threat model).
+                unattested = sum(not t.attested for c in items for r in c.runs[:1] for t in r.tests)
                 out[kind] = {"checked": len(items), "passed": len(items) - len(bad), "failed": bad,
-                             "missing": missing, "flaky": flaky, "infra_errors": infra}
+                             "missing": missing, "flaky": flaky, "infra_errors": infra, "unattested_tests": unattested}
         return out
 
     @property

@@ -43,7 +43,8 @@ class Task:
 
     def job(self, program: str) -> Job:
         """The sandbox job that runs ``program`` against this task's tests."""
-        return Job(program=program, tests=self.tests, language=self.language, limits=self.limits)
+        return Job(program=program, tests=self.tests, language=self.language, limits=self.limits,
+                   entry_point=self.entry_point if self.language == "python" else None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

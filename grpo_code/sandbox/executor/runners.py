@@ -1,7 +1,7 @@
 """Language runners: how a job in one language becomes files, a build and one process per test.
 
-Standard library only: this file is copied into every sandbox image next to the executor
-(``/opt/grpo-code/runners.py``, with ``harness/``) and is also imported on the host, where
+Standard library only: this module is part of the executor package copied into every
+sandbox image (``/opt/grpo-code/executor/runners.py``, with ``harness/``) and is also imported on the host, where
 :data:`RUNNERS` is the list of supported languages. A runner answers, for its language:
 
 * **files and build** (``prepare``): write the program (and for compiled languages the
@@ -11,15 +11,16 @@ Standard library only: this file is copied into every sandbox image next to the 
   compiler's message; a failed build is a ``compile_error`` for every test that needed it.
 * **run** (``launch``): the command of one test's process, the payload its in-process
   harness reads on fd 4 (the per-test nonce, for script tests the test code), and the
-  address-space limit. The executor forks, applies the limits and execs it; the harness
-  reports on fd 3 exactly as the Python harness does, and the executor decides the verdict.
+  address-space limit. The executor forks, applies the limits and execs it (``native.py``);
+  the harness reports on fd 3 with the per-test nonce, and the executor decides the verdict.
 * **test kinds**: ``script`` (test code appended to the program, in its scope), ``io``
   (stdin/stdout compared by the executor), ``call`` when ``call_tests`` is true.
 * **crash signatures** (``classify``): verdicts for a process that died without a report
   (a runtime's own out-of-memory abort is ``memory``, not ``runtime_error``).
 
-Python is the special case (``in_process``): its tests run in a fork of the warm executor
-itself, which is what makes them cheap. Adding a language is one class here, one line in
+Python is the special case (``in_process``): its tests run in forks of a warm interpreter
+(the zygote, ``zygote.py``), which is what makes them cheap, and its script tests are
+judged in a separate process (``judge.py``). Adding a language is one class here, one line in
 :data:`RUNNERS` and one ``sandboxes/<language>/Dockerfile`` (docs/languages.md).
 """
 
@@ -95,8 +96,8 @@ class Runner:
 
 
 class PythonRunner(Runner):
-    """Python: the executor forks itself per test and runs program and test in the child
-    (see ``executor._run_test``); nothing is built or executed from disk."""
+    """Python: each test's program runs in a fork of the zygote (``pychild.py``), a script
+    test's code in a judge process (``judge.py``); nothing is built or executed from disk."""
 
     language = "python"
     in_process = True

@@ -1,0 +1,360 @@
+"""The judge of a Python ``script`` test: trusted test code, run where the program cannot reach.
+
+The judge is a fork of the executor (non-dumpable, so a process of the same user can
+neither ptrace it nor open its ``/proc/<pid>/mem`` or fds). It runs the test code (a
+HumanEval ``check(candidate)``, MBPP asserts) in a namespace built from the program's
+*manifest*: the program's constants arrive as values, its modules are imported here by
+name, and its functions and classes become :class:`ProgramObject` stand-ins that call
+into the program's process over a socket carrying plain values only (``codec.py``).
+
+So every comparison, ``isinstance`` and truth test of the test code runs on values this
+process decoded itself: an object whose ``__eq__`` always says True never gets here (it
+stays in the program's process and compares unequal to data), and the program never sees
+what the test expects unless the test passes it as an argument.
+
+Kept from the usual in-process semantics: names the tests take from the program
+(helpers, constants, modules), tuples vs lists, sets, dicts with any keys, bytes,
+complex, NaN/inf, big ints, ``isinstance`` on returned values, in-place changes the
+program makes to list/dict/set/bytearray arguments, exceptions (a program's
+``ValueError`` is a ``ValueError`` here), iteration of returned generators, and objects
+of the program's classes (attributes, methods, ``len``, ``str``, equality between two of
+them). Not kept: arithmetic or ordering on program objects with test values (that would
+hand the program the expected value), identity of arguments across calls.
+
+The judge reports one line on its own pipe to the executor: ``completed``, ``assertion``,
+``raised`` (the program raised and the test did not catch it), ``program_gone``,
+``protocol`` (the program broke the channel), or ``error`` (the test code failed by
+itself). Standard library only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+
+from . import codec, protocol
+from .pychild import EXIT_HARNESS, MIB, set_limits
+
+_dumps = json.dumps
+_type = type
+
+
+class ProgramGone(Exception):
+    """The program's process ended (or closed the channel) during the test."""
+
+
+class ProtocolViolation(Exception):
+    """The program's process sent something that is not a valid answer."""
+
+
+class ProgramException(Exception):
+    """Mixed into exceptions the program raised, so the judge can tell them from the test's own."""
+
+    program_traceback = ""
+    program_type = ""
+
+
+_RAISED_TYPES: dict = {}
+
+
+def _program_exception(info) -> BaseException:
+    if _type(info) is not dict:
+        raise ProtocolViolation("malformed exception")
+    name, message = info.get("type"), info.get("message")
+    if _type(name) is not str or _type(message) is not str:
+        raise ProtocolViolation("malformed exception")
+    base = getattr(builtins, name, None)
+    if not (isinstance(base, type) and issubclass(base, BaseException)):
+        base = Exception
+    cls = _RAISED_TYPES.get(base)
+    if cls is None:
+        try:
+            cls = type(base.__name__, (base, ProgramException), {"__module__": "builtins"})
+        except TypeError:
+            cls = type("Exception", (Exception, ProgramException), {"__module__": "builtins"})
+        _RAISED_TYPES[base] = cls
+    try:
+        exc = cls(message)
+    except BaseException:
+        exc = _RAISED_TYPES.setdefault(Exception, type("Exception", (Exception, ProgramException), {}))(message)
+    exc.program_traceback = str(info.get("tb") or "")[-2000:]
+    exc.program_type = str(info.get("name") or name)[:200]
+    return exc
+
+
+class Link:
+    """The judge's end of the socket to the program's process."""
+
+    def __init__(self, fd: int, max_bytes: int):
+        self.fd = fd
+        self.max_bytes = max_bytes
+
+    def receive(self):
+        try:
+            return protocol.recv_json(self.fd, self.max_bytes)
+        except protocol.ChannelClosed:
+            raise ProgramGone() from None
+        except protocol.FrameError as exc:
+            raise ProtocolViolation(str(exc)) from None
+
+    def request(self, msg: dict, args=None, kwargs=None):
+        try:
+            protocol.send_json(self.fd, msg)
+        except protocol.ChannelClosed:
+            raise ProgramGone() from None
+        reply = self.receive()
+        if _type(reply) is not dict:
+            raise ProtocolViolation("malformed answer")
+        if "raise" in reply:
+            raise _program_exception(reply["raise"])
+        if "ok" not in reply:
+            raise ProtocolViolation("malformed answer")
+        try:
+            value = codec.from_tree(reply["ok"], self.handle)
+            mutated = reply.get("mut") or {}
+            if mutated and _type(mutated) is dict:
+                self._apply(mutated, args or (), kwargs or {})
+        except codec.CodecError as exc:
+            raise ProtocolViolation(str(exc)) from None
+        return value
+
+    def handle(self, hid: int, type_name: str):
+        return ProgramObject(self, hid, type_name)
+
+    def _apply(self, mutated: dict, args, kwargs) -> None:
+        """Changes the program made to list/dict/set/bytearray arguments, made here too."""
+        for key, tree in mutated.items():
+            if _type(key) is not str:
+                raise ProtocolViolation("malformed answer")
+            target = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
+            new = codec.from_tree(tree, self.handle)
+            t = _type(target)
+            if t is not _type(new):
+                continue
+            if t is list or t is bytearray:
+                target[:] = new
+            elif t is dict or t is set:
+                target.clear()
+                target.update(new)
+
+
+class ProgramObject:
+    """A function, class or object that lives in the program's process."""
+
+    __slots__ = ("_link", "_ref", "_type_name")
+
+    def __init__(self, link: Link, ref, type_name: str):
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_ref", ref)
+        object.__setattr__(self, "_type_name", type_name)
+
+    def _ask(self, op: str, **fields):
+        return self._link.request({"op": op, "ref": self._ref, **fields})
+
+    def __call__(self, *args, **kwargs):
+        msg = {"op": "call", "ref": self._ref, "args": [_encode(a) for a in args],
+               "kwargs": {str(k): _encode(v) for k, v in kwargs.items()}}
+        return self._link.request(msg, args, kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._ask("getattr", attr=name)
+
+    def __setattr__(self, name: str, value) -> None:
+        self._ask("setattr", attr=name, value=_encode(value))
+
+    def __iter__(self):
+        return iter(self._ask("iter"))
+
+    def __contains__(self, item) -> bool:
+        # Decided here, on the items: the program never sees what is looked for.
+        return item in self._ask("iter")
+
+    def __getitem__(self, key):
+        return self._ask("getitem", key=_encode(key))
+
+    def __len__(self) -> int:
+        return self._ask("len")
+
+    def __bool__(self) -> bool:
+        return self._ask("bool")
+
+    def __str__(self) -> str:
+        return self._ask("str")
+
+    def __repr__(self) -> str:
+        return self._ask("repr")
+
+    def __eq__(self, other):
+        if _type(other) is ProgramObject and other._link is self._link:
+            return self._ask("eq", other=other._ref)
+        return NotImplemented
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = object.__hash__
+
+
+class _Refs:
+    """Lets :func:`codec.to_tree` pass the program's own objects back as their handles."""
+
+    @staticmethod
+    def add(value) -> dict:
+        if _type(value) is ProgramObject:
+            return {"$h": object.__getattribute__(value, "_ref"), "t": object.__getattribute__(value, "_type_name")}
+        raise codec.CodecError(f"the test passed a {_type(value).__name__} to the program; only plain values "
+                               "and the program's own objects can be passed")
+
+
+def _encode(value):
+    """A test value as a tree for the program."""
+    try:
+        return codec.to_tree(value, _Refs)
+    except codec.CodecError as exc:
+        raise TypeError(str(exc)) from None
+
+
+# Modules tests use without importing them (relying on the program's import): under these
+# names the test always gets the real module, whatever the program bound to them.
+_TEST_MODULES = frozenset(
+    "math cmath re collections itertools functools heapq bisect string operator random copy sys os decimal "
+    "fractions statistics datetime json array".split()
+)
+_NOT_IMPORTED = frozenset({"antigravity", "this", "idlelib", "turtledemo", "turtle", "tkinter", "pydoc", "webbrowser"})
+
+
+def _module(name: str):
+    """The judge's own copy of a standard-library module the program imported, or None.
+    Only modules already loaded or in the standard library (never a ``__main__``), so a
+    program cannot make the judge run import-time code of its choosing."""
+    if name in sys.modules:
+        return sys.modules[name]
+    top = name.split(".")[0]
+    if top not in getattr(sys, "stdlib_module_names", ()) or top in _NOT_IMPORTED or "__main__" in name:
+        return None
+    try:
+        return importlib.import_module(name)
+    except BaseException:
+        return None
+
+
+def _namespace(link: Link, manifest, entry_point=None) -> dict:
+    """The test's globals: the program's names, except that builtins and standard modules
+    stay the judge's own (a program's ``abs`` or ``math`` must not judge its answers),
+    unless the name is the task's entry point (the function under test)."""
+    if _type(manifest) is not dict:
+        raise ProtocolViolation("malformed manifest")
+    ns: dict = {"__name__": "__test__", "__builtins__": builtins}
+    for name, entry in manifest.items():
+        if _type(name) is not str or _type(entry) is not dict or len(entry) != 1:
+            raise ProtocolViolation("malformed manifest")
+        if name.startswith("__") or (hasattr(builtins, name) and name != entry_point):
+            continue
+        if name in _TEST_MODULES:
+            module = _module(name)
+            if module is not None:
+                ns[name] = module
+                continue
+        (what, body), = entry.items()
+        if what == "v":
+            try:
+                ns[name] = codec.from_tree(body, link.handle)
+            except codec.CodecError as exc:
+                raise ProtocolViolation(str(exc)) from None
+        elif what == "m" and _type(body) is str:
+            module = _module(body)
+            if module is not None:  # else the test cannot use it either
+                ns[name] = module
+        else:
+            raise ProtocolViolation("malformed manifest")
+    return ns
+
+
+def _report(fd: int, payload: dict) -> None:
+    data = (_dumps(payload) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _test_tail(exc: BaseException, limit: int = 2000) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "test.py"]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+    lines += traceback.format_exception_only(_type(exc), exc)
+    return "".join(lines)[-limit:]
+
+
+def judge_main(test_code, channel_fd: int, report_fd: int, stdio: tuple[int, int], limits: dict,
+               max_value_bytes: int, entry_point=None) -> None:
+    """Runs in the forked judge; what the test code prints goes to the test's stdout and
+    stderr (``stdio``), as it would in process. Never returns."""
+    code = EXIT_HARNESS
+    try:
+        os.setpgid(0, 0)
+        set_limits(limits)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(stdio[0], 1)
+        os.dup2(stdio[1], 2)
+        keep = sorted((channel_fd, report_fd))
+        os.closerange(3, keep[0])
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, max(1024, keep[1] + 64))
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        mem = int(limits["memory_mb"]) * MIB
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        result = judge(test_code, Link(channel_fd, max_value_bytes), entry_point)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        _report(report_fd, result)
+        code = 0
+    except BaseException:
+        pass
+    os._exit(code)
+
+
+def judge(test_code, link: Link, entry_point=None) -> dict:
+    """Run the test code against the program behind ``link``; the report as a dict."""
+    try:
+        first = link.receive()
+        if _type(first) is not dict or "ready" not in first:
+            raise ProtocolViolation("malformed greeting")
+        ns = _namespace(link, first["ready"], entry_point)
+    except MemoryError:
+        return {"event": "memory", "message": "the judge ran out of memory reading the program's names"}
+    except ProgramGone:
+        return {"event": "program_gone"}
+    except ProtocolViolation as exc:
+        return {"event": "protocol", "message": str(exc)}
+    if _type(test_code) is str:
+        return {"event": "error", "message": test_code}
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
+    try:
+        exec(test_code, ns)
+        return {"event": "completed"}
+    except ProgramGone:
+        return {"event": "program_gone"}
+    except ProtocolViolation as exc:
+        return {"event": "protocol", "message": str(exc)}
+    except ProgramException as exc:
+        raised = _type(exc).__mro__[1].__name__
+        message = exc.program_traceback or f"{exc.program_type}: {exc}"
+        return {"event": "raised", "type": raised, "message": message + "\n(raised by the program, called from)\n"
+                + _test_tail(exc, 800)}
+    except AssertionError as exc:
+        return {"event": "assertion", "message": _test_tail(exc)}
+    except MemoryError:
+        return {"event": "memory", "message": "the judge ran out of memory (a value from the program too large?)"}
+    except BaseException as exc:
+        return {"event": "error", "message": _test_tail(exc)}

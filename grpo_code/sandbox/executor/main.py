@@ -1,0 +1,247 @@
+"""The executor's main loop: the host's channel, the job loop, the harness's own hardening.
+
+Protocol: JSON lines over a persistent channel (stdin/stdout, or with ``--connect PATH`` a
+unix socket the host listens on). On start it writes ``{"ready": true, ...}``; then for
+each ``{"id": ..., "job": {...}}`` line it writes ``{"id": ..., "result": {...}}`` (the
+public result format, docs/sandbox.md), and for ``{"id": ..., "ping": true}`` it writes
+``{"id": ..., "pong": true}``. A job the harness itself could not run is answered with
+``{"id": ..., "error": ...}`` (the host retries it once, then reports an
+``infra_error``). End of input ends it.
+
+This process holds the jobs, so untrusted code never runs in a fork of it: Python
+programs run in processes forked from the zygote (``zygote.py``), other languages exec
+their runtime right after the fork (``native.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import signal
+import stat
+import sys
+import time
+import traceback
+
+from . import native, pyjob, verdict
+from .runners import RUNNERS
+from .zygote import Zygote
+
+PROTOCOL = 2
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+_LIBC_PRCTL: list = []
+
+
+def prctl(option: int, value: int) -> bool:
+    """prctl(2) through ctypes (loaded once, in the parent, so children pay nothing)."""
+    try:
+        if not _LIBC_PRCTL:
+            import ctypes
+
+            _LIBC_PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+        return _LIBC_PRCTL[0](option, value, 0, 0, 0) == 0
+    except Exception:
+        return False
+
+
+def harden() -> dict:
+    """Keep test processes from reading this process's memory or fds, and adopt their orphans."""
+    return {
+        # Non-dumpable: a same-uid process cannot ptrace us or open /proc/<pid>/{mem,fd/*}.
+        "nondumpable": prctl(PR_SET_DUMPABLE, 0),
+        "subreaper": os.getpid() == 1 or prctl(PR_SET_CHILD_SUBREAPER, 1),
+    }
+
+
+def _wipe(path: str) -> None:
+    """Empty a directory, including entries a test made unreadable (chmod 000), without
+    following symlinks and without recursion (a test may nest directories very deep)."""
+    try:
+        stack = [os.path.join(path, name) for name in os.listdir(path)]
+    except OSError:
+        return
+    dirs = []
+    while stack:
+        p = stack.pop()
+        try:
+            mode = os.lstat(p).st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode):
+            try:
+                os.chmod(p, stat.S_IRWXU)
+            except OSError:
+                pass
+            dirs.append(p)
+            try:
+                stack.extend(os.path.join(p, name) for name in os.listdir(p))
+            except OSError:
+                pass
+        else:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    for d in reversed(dirs):  # children were found after their parents
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+_IPC_RMID = 0
+
+
+def _clear_ipc() -> None:
+    """Remove the System V shared memory, semaphores and message queues a job made: they
+    outlive processes, and would hold memory or pass data to the next job. Only as PID 1
+    of a container (its own IPC namespace): on the local backend they are the host's."""
+    if os.getpid() != 1:
+        return
+    libc = None
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 2 or not fields[1].isdigit():
+                continue
+            if libc is None:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+            ident = int(fields[1])
+            if kind == "shm":
+                libc.shmctl(ident, _IPC_RMID, None)
+            elif kind == "sem":
+                libc.semctl(ident, 0, _IPC_RMID)
+            else:
+                libc.msgctl(ident, _IPC_RMID, None)
+
+
+def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict:
+    """Run every test of a job in the (wiped) work directory and build the result.
+    Raises :class:`verdict.HarnessFailure` when the sandbox could not run a test."""
+    start = time.monotonic()
+    language = job.get("language", "python")
+    runner = RUNNERS.get(language)
+    if runner is None:
+        raise ValueError(f"no runner for language {language!r} in this sandbox (known: {', '.join(RUNNERS)})")
+    os.chdir(workdir)
+    tests = []
+    try:
+        if runner.in_process:
+            for test in job["tests"]:
+                result = pyjob.run_python_test(job, test, zygote)
+                tests.append(result)
+        else:
+            native.set_spare((zygote.pid,) if zygote.pid else ())
+            tests = native.run_with_runner(runner, job)
+    finally:
+        os.chdir("/")
+        for path in [workdir, *scratch]:
+            _wipe(path)
+        _clear_ipc()
+    passed = sum(1 for t in tests if t["verdict"] == "pass")
+    return {
+        "status": "pass" if tests and passed == len(tests) else "fail",
+        "passed": passed,
+        "total": len(tests),
+        "tests": tests,
+        "duration_ms": round((time.monotonic() - start) * 1000, 3),
+        "error": None,
+    }
+
+
+def _connect(path: str, timeout_s: float = 20.0) -> int:
+    """Connect to the host's unix socket (bind-mounted into the container); returns the fd."""
+    import socket
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock.detach()
+        except OSError:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def main(argv: list[str], entry: str) -> int:
+    workdir = "/tmp"
+    scratch: list[str] = []
+    remove_workdir = False
+    connect = None
+    args = list(argv)
+    while args:
+        flag = args.pop(0)
+        if flag == "--workdir":
+            workdir = args.pop(0)
+        elif flag == "--scratch":
+            scratch.append(args.pop(0))
+        elif flag == "--remove-workdir":
+            remove_workdir = True
+        elif flag == "--connect":
+            connect = args.pop(0)
+    if connect:
+        chan_in = chan_out = _connect(connect)
+    else:
+        chan_in = os.dup(0)
+        chan_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    hardening = harden()
+    os.makedirs(workdir, exist_ok=True)
+    for fd in (chan_in, chan_out):
+        os.set_inheritable(fd, False)
+    # The zygote starts before any job is read, from a fresh interpreter.
+    zygote = Zygote(entry, prctl)
+    zygote.start()
+    # Objects alive now are never collected: moving them out of the GC's sight keeps a
+    # child's collections from touching (and copying) the parent's pages.
+    gc.collect()
+    gc.freeze()
+    reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
+
+    def send(msg: dict) -> None:
+        data = (json.dumps(msg) + "\n").encode()
+        while data:
+            data = data[os.write(chan_out, data):]
+
+    send({"ready": True, "protocol": PROTOCOL, "python": sys.version.split()[0], "pid": os.getpid(), **hardening})
+    for line in reader:
+        if not line.strip():
+            continue
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            send({"id": None, "error": "unreadable message"})
+            continue
+        mid = msg.get("id")
+        if msg.get("ping"):
+            send({"id": mid, "pong": True})
+            continue
+        try:
+            send({"id": mid, "result": run_job(msg["job"], workdir, scratch, zygote)})
+        except verdict.HarnessFailure as exc:
+            send({"id": mid, "error": f"harness failure: {exc}"})
+        except Exception:
+            send({"id": mid, "error": "executor failure: " + traceback.format_exc()[-1500:]})
+    zygote.stop()
+    if remove_workdir:
+        _wipe(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0

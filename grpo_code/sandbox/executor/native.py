@@ -1,0 +1,202 @@
+"""Languages with their own runner (``runners.py``: JavaScript, C++): build once, exec per test.
+
+Each test's process is forked from the executor and immediately ``exec``-s the runner's
+command (``node``, the job's sealed binary), so none of the executor's memory survives
+into it. It gets stdio, the report pipe (fd 3), the runner's payload on fd 4 (the program
+and, for script tests, the test code and a per-test nonce; never an expected value or
+output) and an optional sealed file on fd 5/6. ``io`` and ``call`` results are judged
+here; a ``script`` test's asserts run inside that process, next to the program (see
+docs/sandbox.md, threat model).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import shutil
+import signal
+import time
+
+from . import spawn, verdict
+from .pychild import MIB, set_limits
+
+EXIT_HARNESS = verdict.EXIT_HARNESS
+_type = type
+_EXEC_ENV: dict = {}
+
+
+def _exec_env() -> dict:
+    if not _EXEC_ENV:
+        _EXEC_ENV.update(
+            PATH=os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+            LANG="C.UTF-8",
+            LC_ALL="C.UTF-8",
+        )
+    return dict(_EXEC_ENV, HOME=os.getcwd(), TMPDIR=os.getcwd())
+
+
+def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None) -> None:
+    """Runs in the forked child: limits, fds 0-4 (stdio, report pipe, payload), exec. Never returns."""
+    code = EXIT_HARNESS
+    try:
+        os.setpgid(0, 0)
+        set_limits(limits, cpu_s)
+        executable = launch.executable
+        # Move every source above the targets first, so no dup2 overwrites a source.
+        sources = [*stdio, payload_fd, executable if _type(executable) is int else None, launch.aux_fd]
+        high = [None if fd is None else fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in sources]
+        for target, fd in enumerate(high):
+            if fd is not None:
+                os.dup2(fd, target)
+            elif target > 3:
+                try:
+                    os.close(target)
+                except OSError:
+                    pass
+        if _type(executable) is int:
+            executable = 5
+            os.set_inheritable(5, False)
+        os.closerange(len(sources), 4096)
+        nofile = int(limits.get("nofile", 64))
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        mem = int(launch.memory_mb) * MIB
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.execve(executable, launch.argv, _exec_env())
+    except BaseException:
+        pass
+    os._exit(code)
+
+
+def _fork_exec(limits: dict, launch, stdin_fd: int, payload_fd, timeout: float, caps: tuple[int, int],
+               cpu_s=None) -> tuple[spawn.Watched, dict, dict]:
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (out_r, err_r, rep_r):
+            os.close(fd)
+        _exec_child(limits, launch, (stdin_fd, out_w, err_w, rep_w), payload_fd, cpu_s)
+    for fd in (stdin_fd, out_w, err_w, rep_w):
+        os.close(fd)
+    proc = spawn.Watched(pid)
+    seen = spawn.watch(proc, None, {out_r: caps[0], err_r: caps[1], rep_r: 4 * MIB}, timeout, start,
+                       spare=_SPARE)
+    names = {"stdout": out_r, "stderr": err_r, "report": rep_r}
+    return proc, seen, names
+
+
+_SPARE: tuple[int, ...] = ()
+
+
+def set_spare(pids: tuple[int, ...]) -> None:
+    """Processes the cleanup after a test must leave alone (the zygote)."""
+    global _SPARE
+    _SPARE = pids
+
+
+def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> int | str:
+    """Run a compiler under the compile limits; returns the built file as a sealed memory
+    file (so no test can rewrite it for the next one) or the compiler's message."""
+    from .runners import Launch
+
+    limits = job["limits"]
+    timeout = float(limits.get("compile_timeout_s", 10.0))
+    memory = int(memory_mb or limits.get("compile_memory_mb", 1024))
+    compiler = shutil.which(argv[0]) or argv[0]
+    launch = Launch(argv, compiler, b"", memory)
+    cpu = int(math.ceil(timeout)) + 1
+    proc, seen, fd = _fork_exec(limits, launch, os.open(os.devnull, os.O_RDONLY), None, timeout, (16384, 65536), cpu)
+    status = proc.status
+    signum = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
+    code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
+    text = (seen["bufs"][fd["stderr"]] + seen["bufs"][fd["stdout"]]).decode("utf-8", "replace").strip()
+    if len(text) > 4000:
+        text = text[:4000] + "\n[... compiler output truncated]"
+    if seen["timed_out"] or signum == signal.SIGXCPU:
+        return f"the compiler did not finish within the compile time limit ({timeout:g} s)"
+    if signum == signal.SIGKILL:
+        return f"the compiler was killed (out of memory? compile memory limit {memory} MiB)"
+    if signum == signal.SIGXFSZ:
+        return "the compiler's output exceeded the file-size limit"
+    if signum is not None or code != 0:
+        return text or f"the compiler failed (status {code}, signal {signum})"
+    try:
+        with open(output, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return f"the compiler wrote no executable ({exc.strerror})"
+    sealed = os.memfd_create(output, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(sealed, view):]
+    fcntl.fcntl(sealed, fcntl.F_ADD_SEALS,
+                fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    return sealed
+
+
+def run_native_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
+    limits = job["limits"]
+    timeout = float(limits["timeout_s"])
+    out_limit = int(limits.get("max_output_bytes", 65536))
+    keep = max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096) if test["kind"] == "io" else out_limit
+    if test["kind"] == "io" and test.get("stdin"):
+        stdin_fd = spawn.memfd("stdin", test["stdin"].encode())
+    else:
+        stdin_fd = os.open(os.devnull, os.O_RDONLY)
+    payload_fd = spawn.memfd("job", launch.payload) if launch.payload else None
+    try:
+        proc, seen, fd = _fork_exec(limits, launch, stdin_fd, payload_fd, timeout, (keep, out_limit))
+    finally:
+        if payload_fd is not None:
+            os.close(payload_fd)
+    bufs = seen["bufs"]
+    outcome = verdict.Outcome(
+        test, status=proc.status, timed_out=seen["timed_out"], cpu_s=seen["cpu_s"], limit_s=timeout,
+        report=bufs[fd["report"]], nonce=nonce, stdout=bufs[fd["stdout"]], stderr=bufs[fd["stderr"]],
+        truncated=seen["overflow"][fd["stdout"]], classify=runner.classify,
+    )
+    name, message = verdict.decide(outcome)
+    return {
+        "verdict": name,
+        "duration_ms": round(seen["duration_ms"], 3),
+        "cpu_ms": round(seen["cpu_s"] * 1000, 3),
+        "stdout": spawn.decode_output(bufs[fd["stdout"]], out_limit),
+        "stderr": spawn.decode_output(bufs[fd["stderr"]], out_limit),
+        "message": message,
+    }
+
+
+
+def run_with_runner(runner, job: dict) -> list[dict]:
+    """A job of a language with its own runner: build once, then one process per test."""
+    missing = runner.missing_tools()
+    if missing:
+        raise RuntimeError(
+            f"the {runner.language} runner needs {', '.join(missing)} on PATH in the sandbox "
+            f"(build the image with `grpo-code sandbox build --lang {runner.language}`)"
+        )
+    state = runner.prepare(job, os.getcwd(),
+                           lambda argv, output, memory_mb=None: compile_program(job, argv, output, memory_mb))
+    results = []
+    try:
+        for index, test in enumerate(job["tests"]):
+            nonce = os.urandom(16).hex()
+            launch = runner.launch(job, state, index, nonce)
+            if _type(launch) is str:
+                results.append({"verdict": "compile_error", "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "",
+                                "stderr": "", "message": launch})
+                continue
+            result = run_native_test(job, test, nonce, launch, runner)
+            # The asserts of a native script test run next to the program (no judge).
+            result["attested"] = test["kind"] != "script"
+            results.append(result)
+    finally:
+        runner.release(state)
+    return results

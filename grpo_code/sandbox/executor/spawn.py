@@ -1,0 +1,314 @@
+"""Watching a test's processes: output pipes, deadlines that do not depend on load, cleanup.
+
+:func:`watch` follows one test: the process that runs the program (and, for a Python
+script test, its judge), reads their pipes up to their caps, and ends the test when it is
+over or past its limits. Then the process group and every leftover descendant is killed
+and reaped (the executor is PID 1 of its container or a child subreaper, so orphans come
+back to it), sparing only the zygote.
+
+Time limits are decided on time the test could use, not on the clock: a test is stopped
+(verdict ``timeout``) when its CPU time (program plus judge) reaches ``timeout_s``, or
+when the time it spent running or sleeping (``time.sleep``, a read that never returns)
+does. Time spent waiting for a CPU, which is all a busy machine adds, is not counted; it
+is read from ``/proc/<pid>/schedstat``. On an idle machine this is the plain wall clock.
+In a container the CPU time is the container's (its cgroup), less the executor's own, so
+processes a test forks count too (a fork bomb spends its CPU, not the clock's). A wall-clock backstop of ``WALL_BACKSTOP`` x ``timeout_s``
+ends anything else. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+
+MIB = 1024 * 1024
+WALL_BACKSTOP = 10.0
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def memfd(name: str, data: bytes) -> int:
+    """A memory file holding ``data``, positioned at its start."""
+    fd = os.memfd_create(name, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def decode_output(data: bytes, limit: int) -> str:
+    """Captured output as text, cut at ``limit`` bytes with a marker."""
+    text = data[:limit].decode("utf-8", "replace")
+    if len(data) > limit:
+        text += f"\n[... output truncated at {limit} bytes]"
+    return text
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU time of a live (or not yet reaped) process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _run_delay_s(pid: int) -> float | None:
+    """Seconds the process's main thread has waited for a CPU (None: not available)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _container_cpu_reader():
+    """A reader of the CPU time of this whole container (cgroup v2 or v1), when this process
+    is PID 1 of one: it counts every process a test starts, including the ones that left
+    its process group. None elsewhere (the local backend shares the host's cgroup)."""
+    if os.getpid() != 1:
+        return None
+
+    def v2() -> float:
+        with open("/sys/fs/cgroup/cpu.stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"usage_usec "):
+                    return int(line.split()[1]) / 1e6
+        raise OSError("no usage_usec")
+
+    def v1(path: str):
+        def read() -> float:
+            with open(path, "rb") as f:
+                return int(f.read()) / 1e9
+
+        return read
+
+    for reader in (v2, v1("/sys/fs/cgroup/cpuacct/cpuacct.usage"), v1("/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage")):
+        try:
+            reader()
+            return reader
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+_CONTAINER_CPU = _container_cpu_reader()
+
+
+def _own_cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+class CpuClock:
+    """CPU time a test used: its processes, or, in a container, everything but the executor."""
+
+    def __init__(self):
+        self.base = _CONTAINER_CPU() if _CONTAINER_CPU is not None else None
+        self.own = _own_cpu_s()
+
+    def used(self, pids: list[int]) -> float:
+        cpu = sum(_cpu_s(p) for p in pids)
+        if self.base is not None:
+            try:
+                cpu = max(cpu, _CONTAINER_CPU() - self.base - (_own_cpu_s() - self.own))
+            except (OSError, ValueError):
+                pass
+        return cpu
+
+
+class Deadline:
+    """When to stop a test, from CPU time and time not spent waiting for a CPU."""
+
+    def __init__(self, timeout_s: float, start: float):
+        self.timeout = timeout_s
+        self.start = start
+        self.next_check = start + timeout_s
+        self.backstop = start + WALL_BACKSTOP * timeout_s
+        self.cpu = CpuClock()
+
+    def check(self, now: float, pids: list[int]) -> str | None:
+        """None if the test may go on (``next_check`` moved), else why it must stop."""
+        if now >= self.backstop:
+            return "backstop"
+        cpu = self.cpu.used(pids)
+        if cpu >= self.timeout:
+            return "cpu"
+        delays = [_run_delay_s(p) for p in pids]
+        if any(d is None for d in delays):
+            # No schedstat: the clock decides, with room for a loaded machine.
+            used = (now - self.start) / 3.0
+        else:
+            used = (now - self.start) - sum(delays)
+        if used >= self.timeout:
+            return "time"
+        self.next_check = min(self.backstop, now + max(0.005, self.timeout - max(cpu, used)))
+        return None
+
+
+class Watched:
+    """One process the watcher waits for."""
+
+    __slots__ = ("pid", "pidfd", "status", "rusage", "exited")
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except OSError:
+            self.pidfd = None
+        self.status = self.rusage = None
+        self.exited = False
+
+    def reap(self, block: bool) -> bool:
+        if self.status is not None:
+            return True
+        try:
+            got, status, rusage = os.wait4(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            self.exited = True
+            return True
+        if got:
+            self.status, self.rusage, self.exited = status, rusage, True
+        return self.exited
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    @property
+    def cpu_s(self) -> float:
+        return self.rusage.ru_utime + self.rusage.ru_stime if self.rusage is not None else 0.0
+
+
+def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s: float, start: float,
+          spare: tuple[int, ...] = ()) -> dict:
+    """Follow a test until it ends (the judge for a judged test, else the main process) or
+    runs out of time; read ``pipes`` (fd -> byte cap) meanwhile; then kill and reap every
+    descendant but ``spare``. Returns what :mod:`verdict` needs."""
+    deadline = Deadline(timeout_s, start)
+    decisive = judge if judge is not None else main
+    bufs = {fd: bytearray() for fd in pipes}
+    seen = dict.fromkeys(pipes, 0)
+    poller = select.poll()
+    for fd in pipes:
+        poller.register(fd, select.POLLIN)
+    by_pidfd = {}
+    for proc in (main, judge):
+        if proc is not None and proc.pidfd is not None:
+            poller.register(proc.pidfd, select.POLLIN)
+            by_pidfd[proc.pidfd] = proc
+    open_fds = set(pipes)
+    timed_out = None
+    pids = [p.pid for p in (main, judge) if p is not None]
+
+    def take(fd: int, chunk: bytes) -> None:
+        seen[fd] += len(chunk)
+        room = pipes[fd] + 1 - len(bufs[fd])
+        if room > 0:
+            bufs[fd] += chunk[:room]
+
+    while not decisive.exited:
+        now = time.monotonic()
+        if now >= deadline.next_check:
+            timed_out = deadline.check(now, pids)
+            if timed_out:
+                break
+        wait_s = deadline.next_check - now
+        if decisive.pidfd is None:
+            wait_s = min(wait_s, 0.02 if open_fds else 0.002)
+        for fd, _ in poller.poll(max(wait_s * 1000, 0.5)):
+            proc = by_pidfd.get(fd)
+            if proc is not None:
+                proc.exited = True
+                poller.unregister(fd)
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+                continue
+            take(fd, chunk)
+        if decisive.pidfd is None:
+            decisive.reap(block=False)
+    cpu_before_kill = deadline.cpu.used(pids)
+    for proc in (judge, main):
+        if proc is not None:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+    for proc in (main, judge):
+        if proc is not None:
+            proc.reap(block=True)
+            proc.close()
+    # What is already in the pipes, without waiting for lingering writers.
+    for fd in list(open_fds):
+        try:
+            os.set_blocking(fd, False)
+            for _ in range(256):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                take(fd, chunk)
+        except OSError:
+            pass
+    kill_leftovers(main.pid, spare)
+    for fd in pipes:
+        os.close(fd)
+    cpu = sum(p.cpu_s for p in (main, judge) if p is not None)
+    return {
+        "timed_out": timed_out,
+        "duration_ms": (time.monotonic() - start) * 1000,
+        "cpu_s": max(cpu, cpu_before_kill),
+        "bufs": {fd: bytes(b) for fd, b in bufs.items()},
+        "overflow": {fd: seen[fd] > len(bufs[fd]) for fd in pipes},
+    }
+
+
+def kill_leftovers(pgid: int, spare: tuple[int, ...] = ()) -> None:
+    """Kill the test's process group and every other descendant, and reap them all."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+    for _ in range(1000):
+        children = [p for p in _children() if p not in spare]
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        reaped = _reap(spare)
+        if not children and not reaped:
+            break
+        if children and not reaped:
+            time.sleep(0.001)
+
+
+def _children() -> list[int]:
+    pid = os.getpid()
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def _reap(spare: tuple[int, ...]) -> int:
+    """Reap every dead child but the spared ones (they are waited for by their owners)."""
+    n = 0
+    for pid in _children():
+        if pid in spare:
+            continue
+        try:
+            got, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        n += bool(got)
+    return n
