@@ -379,11 +379,15 @@ BACKGROUND = (
     "print(p.pid)\n"
 )
 
-# Signals the executor (its parent; PID 1 inside a container, where they are ignored).
+# Signals its parent (the zygote) and the executor above it (PID 1 inside a container,
+# where they are ignored).
 KILL_EXECUTOR = script(
     "import os, signal\n"
-    "for sig in (signal.SIGTERM, signal.SIGKILL):\n"
-    "    try:\n        os.kill(os.getppid(), sig)\n    except OSError:\n        pass\n"
+    "zygote = os.getppid()\n"
+    "executor = int(open(f'/proc/{zygote}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+    "for pid in (zygote, executor):\n"
+    "    for sig in (signal.SIGTERM, signal.SIGKILL):\n"
+    "        try:\n            os.kill(pid, sig)\n        except OSError:\n            pass\n"
     "os._exit(0)\n",
     "assert False",
 )

@@ -20,7 +20,7 @@ import sandbox_cases as cases
 
 from conftest import need, need_image
 from grpo_code.config import SandboxConfig
-from grpo_code.sandbox import Sandbox, Status, Verdict, docker_backend
+from grpo_code.sandbox import CallTest, Job, Sandbox, Status, Verdict, docker_backend
 from grpo_code.sandbox.bench import SHARED_HUMANEVAL, default_data, load_humaneval
 
 pytestmark = pytest.mark.docker
@@ -312,6 +312,40 @@ def test_no_job_reaches_the_next_one_through_the_zygote_or_ipc(ready):
     assert first.status is Status.PASS, first
     assert second.status is Status.PASS, second
     assert second.tests[0].duration_ms < 2000, second
+
+
+def test_the_judge_outlives_other_tests_and_a_killed_one_is_replaced(ready):
+    add = cases.ADD
+    script_ok = cases.script(add, "assert add(1, 2) == 3")
+    call_ok = Job(add, (CallTest("add", (1, 2), 3),))
+    judge_loops = cases.script(add, "while True:\n    pass")  # the judge itself runs out of time
+    with one_worker() as sb:
+        results = sb.run([script_ok, call_ok, script_ok, judge_loops, script_ok])
+    verdicts = [r.tests[0].verdict for r in results]
+    assert verdicts == [Verdict.PASS, Verdict.PASS, Verdict.PASS, Verdict.TIMEOUT, Verdict.PASS], results
+
+
+def test_no_other_process_can_be_traced_or_read(sandbox):
+    # ptrace and process_vm_readv through ctypes on every other process in the container
+    # (the executor, the zygote, the judge): all refused.
+    probe = cases.script(
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "class IOVec(ctypes.Structure):\n    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+        "buf = ctypes.create_string_buffer(4096)\n"
+        "for p in os.listdir('/proc'):\n"
+        "    if not p.isdigit() or int(p) == os.getpid():\n        continue\n"
+        "    attached = libc.ptrace(16, int(p), None, None)\n"  # PTRACE_ATTACH
+        "    local, remote = IOVec(ctypes.addressof(buf), 4096), IOVec(0x400000, 4096)\n"
+        "    read = libc.process_vm_readv(int(p), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)\n"
+        "    print(p, attached, read)\n",
+        "assert True",
+    )
+    [result] = sandbox.run([probe])
+    assert result.status is Status.PASS, result
+    rows = [line.split() for line in result.tests[0].stdout.splitlines()]
+    assert len(rows) >= 3, rows  # the executor, the zygote and the judge at least
+    assert all(attached == "-1" and read == "-1" for _, attached, read in rows), rows
 
 
 def test_nothing_of_ours_is_left(sandbox):

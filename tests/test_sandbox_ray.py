@@ -174,7 +174,7 @@ def test_ray_verdicts_equal_docker_on_humaneval_and_hacks(cluster, benchmarks):
     differ = [
         (i, outcome(e), outcome(g)) for i, (e, g) in enumerate(zip(expected, got)) if outcome(e) != outcome(g)
     ]
-    assert not differ, differ
+    assert not differ, (differ, [(i, got[i].error) for i, _, _ in differ])
     assert [t.verdict.value for t in got[len(samples)].tests] == cases.MIXED_VERDICTS
     assert [t.verdict.value for t in got[len(samples) + 1].tests] == cases.INDEPENDENT_VERDICTS
     for sample, result in zip(samples, got):

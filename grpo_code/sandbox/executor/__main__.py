@@ -23,17 +23,17 @@ def _load():
 if __name__ == "__main__":
     HERE = os.path.join(_load(), "__main__.py")
     # Light modules programs commonly import, loaded once so forked children get them free.
-    import bisect  # noqa: E401,F401
+    for name in ("bisect", "collections", "functools", "heapq", "itertools", "math", "re", "string", "typing"):
+        importlib.import_module(name)
 
     if sys.argv[1:] == ["--check"]:  # the image build's self-test
         from grpo_executor import judge, main, native, pyjob, zygote  # noqa: F401
 
         sys.exit(0)
     if sys.argv[1:] == ["--zygote"]:
-        from grpo_executor import main as executor_main
-        from grpo_executor import zygote
+        from grpo_executor import zygote  # and nothing else of the executor's: a small process to fork
 
-        sys.exit(zygote.zygote_main(executor_main.prctl))
+        sys.exit(zygote.zygote_main())
     from grpo_executor import main as executor_main
 
     sys.exit(executor_main.main(sys.argv[1:], HERE))

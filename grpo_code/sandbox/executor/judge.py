@@ -1,7 +1,8 @@
 """The judge of a Python ``script`` test: trusted test code, run where the program cannot reach.
 
 The judge is a fork of the executor (non-dumpable, so a process of the same user can
-neither ptrace it nor open its ``/proc/<pid>/mem`` or fds). It runs the test code (a
+neither ptrace it nor open its ``/proc/<pid>/mem`` or fds) that lives as long as the
+executor and serves one script test at a time (see :func:`judge_loop`). It runs the test code (a
 HumanEval ``check(candidate)``, MBPP asserts) in a namespace built from the program's
 *manifest*: the program's constants arrive as values, its modules are imported here by
 name, and its functions and classes become :class:`ProgramObject` stand-ins that call
@@ -21,7 +22,7 @@ of the program's classes (attributes, methods, ``len``, ``str``, equality betwee
 them). Not kept: arithmetic or ordering on program objects with test values (that would
 hand the program the expected value), identity of arguments across calls.
 
-The judge reports one line on its own pipe to the executor: ``completed``, ``assertion``,
+The judge reports one line on its control socket to the executor: ``completed``, ``assertion``,
 ``raised`` (the program raised and the test did not catch it), ``program_gone``,
 ``protocol`` (the program broke the channel), or ``error`` (the test code failed by
 itself). Standard library only.
@@ -39,7 +40,7 @@ import sys
 import traceback
 
 from . import codec, protocol
-from .pychild import EXIT_HARNESS, MIB, set_limits
+from .pychild import EXIT_HARNESS, MIB
 
 _dumps = json.dumps
 _type = type
@@ -279,12 +280,6 @@ def _namespace(link: Link, manifest, entry_point=None) -> dict:
     return ns
 
 
-def _report(fd: int, payload: dict) -> None:
-    data = (_dumps(payload) + "\n").encode()
-    while data:
-        data = data[os.write(fd, data):]
-
-
 def _test_tail(exc: BaseException, limit: int = 2000) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "test.py"]
     lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
@@ -292,36 +287,67 @@ def _test_tail(exc: BaseException, limit: int = 2000) -> str:
     return "".join(lines)[-limit:]
 
 
-def judge_main(test_code, channel_fd: int, report_fd: int, stdio: tuple[int, int], limits: dict,
-               max_value_bytes: int, entry_point=None) -> None:
-    """Runs in the forked judge; what the test code prints goes to the test's stdout and
-    stderr (``stdio``), as it would in process. Never returns."""
+def judge_loop(ctrl_fd: int) -> None:
+    """The judge's life (a fork of the executor, serving one script test at a time on its
+    control socket): each request carries the test code and, as descriptors, the socket to
+    the program's process and the test's stdout and stderr; the answer is one report line.
+    Never returns; the executor kills it at a test's deadline and forks a new one."""
+    import socket
+
     code = EXIT_HARNESS
     try:
         os.setpgid(0, 0)
-        set_limits(limits)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(stdio[0], 1)
-        os.dup2(stdio[1], 2)
-        keep = sorted((channel_fd, report_fd))
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, max(1024, keep[1] + 64))
+        os.dup2(os.open(os.devnull, os.O_RDWR), 0)
+        os.closerange(3, ctrl_fd)
+        os.closerange(ctrl_fd + 1, 4096)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
-        mem = int(limits["memory_mb"]) * MIB
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        result = judge(test_code, Link(channel_fd, max_value_bytes), entry_point)
+        ctrl = socket.socket(fileno=ctrl_fd)
+        compiled: dict = {}
+        while True:
+            request, fds = protocol.recv_fds(ctrl, 3)
+            if request is None:
+                code = 0
+                break
+            ctrl.sendall((_dumps(_serve_one(request, fds, compiled)) + "\n").encode())
+    except BaseException:
+        pass
+    os._exit(code)
+
+
+def _serve_one(request: dict, fds: list[int], compiled: dict) -> dict:
+    """One test: stdout/stderr to the test's pipes, the address-space limit, the verdict."""
+    chan, out_w, err_w = fds
+    source = request["code"]
+    if source not in compiled:
+        if len(compiled) > 256:
+            compiled.clear()
+        try:
+            compiled[source] = compile(source, "test.py", "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            compiled[source] = f"the test code does not compile: {type(exc).__name__}: {exc}"
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    mem = int(request["memory_mb"]) * MIB
+    resource.setrlimit(resource.RLIMIT_AS, (mem, resource.RLIM_INFINITY))
+    try:
+        result = judge(compiled[source], Link(chan, int(request["max_bytes"])), request.get("entry_point"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except BaseException:
                 pass
-        _report(report_fd, result)
-        code = 0
-    except BaseException:
-        pass
-    os._exit(code)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        for fd in (devnull, *fds):
+            os.close(fd)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result
 
 
 def judge(test_code, link: Link, entry_point=None) -> dict:

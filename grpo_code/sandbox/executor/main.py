@@ -26,27 +26,12 @@ import time
 import traceback
 
 from . import native, pyjob, verdict
+from .pychild import PR_SET_DUMPABLE, prctl
 from .runners import RUNNERS
 from .zygote import Zygote
 
 PROTOCOL = 2
-PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-_LIBC_PRCTL: list = []
-
-
-def prctl(option: int, value: int) -> bool:
-    """prctl(2) through ctypes (loaded once, in the parent, so children pay nothing)."""
-    try:
-        if not _LIBC_PRCTL:
-            import ctypes
-
-            _LIBC_PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
-        return _LIBC_PRCTL[0](option, value, 0, 0, 0) == 0
-    except Exception:
-        return False
-
-
 def harden() -> dict:
     """Keep test processes from reading this process's memory or fds, and adopt their orphans."""
     return {
@@ -141,7 +126,7 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
                 result = pyjob.run_python_test(job, test, zygote)
                 tests.append(result)
         else:
-            native.set_spare((zygote.pid,) if zygote.pid else ())
+            native.set_spare(pyjob.spared(zygote))
             tests = native.run_with_runner(runner, job)
     finally:
         os.chdir("/")
@@ -208,7 +193,7 @@ def main(argv: list[str], entry: str) -> int:
     for fd in (chan_in, chan_out):
         os.set_inheritable(fd, False)
     # The zygote starts before any job is read, from a fresh interpreter.
-    zygote = Zygote(entry, prctl)
+    zygote = Zygote(entry)
     zygote.start()
     # Objects alive now are never collected: moving them out of the GC's sight keeps a
     # child's collections from touching (and copying) the parent's pages.

@@ -72,6 +72,7 @@ def recv_json(fd: int, max_bytes: int = MAX_FRAME):
 
 
 def send_fds(sock: socket.socket, header: dict, fds: list[int]) -> None:
+    """One JSON line with descriptors (the line is short: one sendmsg sends it whole)."""
     socket.send_fds(sock, [json.dumps(header).encode() + b"\n"], fds)
 
 

@@ -53,6 +53,21 @@ _compile = compile
 _exec = exec
 
 
+_LIBC_PRCTL: list = []
+
+
+def prctl(option: int, value: int) -> bool:
+    """prctl(2) through ctypes (loaded once, in the parent, so children pay nothing)."""
+    try:
+        if not _LIBC_PRCTL:
+            import ctypes
+
+            _LIBC_PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+        return _LIBC_PRCTL[0](option, value, 0, 0, 0) == 0
+    except Exception:
+        return False
+
+
 def set_limits(limits: dict, cpu_s: int | None = None) -> None:
     """CPU time, core dumps and file size; the address space is set by the caller last."""
     if cpu_s is None:
@@ -72,7 +87,7 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
-def program_main(fds: list[int], prctl) -> None:
+def program_main(fds: list[int]) -> None:
     """Runs in the forked child. ``fds``: request, stdin, stdout, stderr, report[, channel].
     Never returns."""
     code = EXIT_HARNESS
@@ -214,7 +229,7 @@ def _exception(exc: BaseException) -> dict:
                       "message": message, "tb": tail()}}
 
 
-def _serve(namespace: dict) -> int:
+def _serve(namespace: dict, channel: int = CHANNEL_FD) -> int:
     handles = codec.HandleTable()
 
     def resolve(ref):
@@ -223,10 +238,10 @@ def _serve(namespace: dict) -> int:
     def arg(tree):
         return codec.from_tree(tree, lambda hid, _t: handles.get(hid))
 
-    protocol.send_json(CHANNEL_FD, {"ready": _manifest(namespace, handles)})
+    protocol.send_json(channel, {"ready": _manifest(namespace, handles)})
     while True:
         try:
-            msg = protocol.recv_json(CHANNEL_FD)
+            msg = protocol.recv_json(channel)
         except (protocol.ChannelClosed, protocol.FrameError):
             return 0
         try:
@@ -237,11 +252,11 @@ def _serve(namespace: dict) -> int:
             reply = _exception(exc)
         _flush()
         try:
-            protocol.send_json(CHANNEL_FD, reply)
+            protocol.send_json(channel, reply)
         except protocol.ChannelClosed:
             return 0
         except (ValueError, TypeError) as exc:  # json could not write it
-            protocol.send_json(CHANNEL_FD, _exception(exc))
+            protocol.send_json(channel, _exception(exc))
 
 
 def _answer(msg: dict, resolve, arg, handles) -> dict:
@@ -281,3 +296,45 @@ def _answer(msg: dict, resolve, arg, handles) -> dict:
             raise TypeError(f"{op}() of a program object returned a {_type(value).__name__}")
         return {"ok": codec.to_tree(value)}
     raise ValueError(f"unknown request {op!r}")
+
+
+# --------------------------------------------------------------------------- warming the zygote
+
+_WARM_PROGRAM = (
+    "import math\nLIMIT = 10\nclass Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+    "def f(xs, k=1):\n    return sorted(set(x * k for x in xs)), {str(k): (k, 1.5)}\n"
+)
+
+
+def warm_up(rounds: int = 30) -> None:
+    """Run the paths every test takes (request and value decoding, stdio wrappers, compile
+    and exec, the manifest, a conversation with the judge) in the zygote before it forks:
+    on a fork, every page a child writes is copied, and Python writes to code it runs for
+    the first times (caches, specialised bytecode). Warmed here, each child copies far
+    fewer pages (measured: about half). Nothing here changes the zygote's own state
+    (sys.stdout, sys.modules)."""
+    import io
+    import socket
+    import types
+
+    for _ in range(rounds):
+        request = json.loads(json.dumps({"program": _WARM_PROGRAM, "kind": "call", "cwd": "/", "fn": "f",
+                                         "limits": {"timeout_s": 5, "memory_mb": 512},
+                                         "args": codec.to_tree([[3, 1, 2]]), "kwargs": codec.to_tree({"k": 2})}))
+        for fd, mode in ((0, "r"), (1, "w")):
+            io.TextIOWrapper(io.FileIO(fd, mode, closefd=False), write_through=mode == "w")
+        module = types.ModuleType(MODULE_NAME)
+        _exec(_compile(request["program"], "main.py", "exec"), module.__dict__)
+        value = module.f(*codec.from_tree(request["args"]), **codec.from_tree(request["kwargs"]))
+        _dumps({"event": "returned", "value": codec.to_tree(value)})
+        ours, theirs = socket.socketpair()
+        try:
+            # f is handle 2 of the manifest (after Pair); the last request is refused.
+            for msg in ({"op": "call", "ref": 2, "args": [[3, 1, 2]], "kwargs": {"k": 2}},
+                        {"op": "getattr", "ref": 1, "attr": "__name__"}, {"op": "bogus", "ref": 2}):
+                protocol.send_json(theirs.fileno(), msg)
+            theirs.shutdown(socket.SHUT_WR)
+            _serve(module.__dict__, ours.fileno())
+        finally:
+            ours.close()
+            theirs.close()

@@ -3,8 +3,9 @@
 * The program's process comes from the zygote and receives only the program and the
   redacted test (``call``: function and arguments; ``io``: its stdin on fd 0; ``script``:
   nothing). Expected values, expected output and the other tests stay here.
-* A ``script`` test is run by a judge forked from this (non-dumpable) process; it talks
-  to the program's process over a socketpair (``judge.py``).
+* A ``script`` test is run by the judge, a process forked from this (non-dumpable) one
+  that serves one test at a time; it talks to the program's process over a socketpair
+  (``judge.py``).
 * :func:`verdict.decide` turns what was observed into the verdict.
 """
 
@@ -12,27 +13,66 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import time
 
-from . import codec, judge, spawn, verdict
-
-_TEST_CODE_CACHE: dict = {}
+from . import codec, judge, protocol, spawn, verdict
 
 
-def compile_test_code(source: str):
-    """The test code compiled once (trusted code: no rewriting); or the error as a string."""
-    cached = _TEST_CODE_CACHE.get(source)
-    if cached is not None:
-        return cached
-    try:
-        code = compile(source, "test.py", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        code = f"the test code does not compile: {type(exc).__name__}: {exc}"
-    if len(_TEST_CODE_CACHE) > 512:
-        _TEST_CODE_CACHE.clear()
-    _TEST_CODE_CACHE[source] = code
-    return code
+class Judge:
+    """The executor's judge process (``judge.py``), forked when a script test first needs
+    it and again after one was killed at a deadline."""
+
+    def __init__(self):
+        self.proc: spawn.Watched | None = None
+        self.ctrl: socket.socket | None = None
+
+    def get(self) -> spawn.Watched:
+        if self.proc is not None and not self.proc.exited and not self._ended():
+            return self.proc
+        self.close()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fd = theirs.detach()
+        pid = os.fork()
+        if pid == 0:
+            judge.judge_loop(fd)
+        os.close(fd)
+        self.proc, self.ctrl = spawn.Watched(pid), mine
+        return self.proc
+
+    def _ended(self) -> bool:
+        """The judge died since the last test (its pidfd is readable)."""
+        if self.proc.pidfd is None:
+            return False
+        return bool(select.select([self.proc.pidfd], [], [], 0)[0])
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """What the cleanup after a test must spare."""
+        return (self.proc.pid,) if self.proc is not None and not self.proc.exited else ()
+
+    def close(self) -> None:
+        if self.ctrl is not None:
+            self.ctrl.close()
+            self.ctrl = None
+        if self.proc is not None:
+            if self.proc.status is None:  # not reaped yet, so the pid is still its own
+                try:
+                    os.kill(self.proc.pid, 9)
+                except OSError:
+                    pass
+            self.proc.reap(block=True)
+            self.proc.close()
+            self.proc = None
+
+
+JUDGE = Judge()
+
+
+def spared(zygote) -> tuple[int, ...]:
+    """The executor's long-lived children, which the cleanup after a test leaves alone."""
+    return ((zygote.pid,) if zygote.pid else ()) + JUDGE.pids
 
 
 def _request(job: dict, test: dict) -> bytes:
@@ -65,25 +105,22 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     judged = None
     if kind == "script":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        jrep_r, jrep_w = os.pipe()
-        code = compile_test_code(test["code"])
-        chan = mine.detach()
-        pid = os.fork()
-        if pid == 0:
-            judge.judge_main(code, chan, jrep_w, (out_w, err_w), limits, max(16 * spawn.MIB, 4 * out_limit),
-                             job.get("entry_point"))
-        os.close(chan)
-        os.close(jrep_w)
-        judged = spawn.Watched(pid)
-        pipes[jrep_r] = 4 * spawn.MIB
+        judged = JUDGE.get()
+        request = {"code": test["code"], "memory_mb": limits["memory_mb"], "entry_point": job.get("entry_point"),
+                   "max_bytes": max(16 * spawn.MIB, 4 * out_limit)}
+        try:
+            protocol.send_fds(JUDGE.ctrl, request, [mine.fileno(), out_w, err_w])
+        except OSError:
+            JUDGE.close()
+            raise verdict.HarnessFailure("the judge is gone") from None
+        finally:
+            mine.close()
         child_fds.append(theirs.detach())
     try:
-        pid = zygote.spawn(child_fds)
+        pid, pidfd = zygote.spawn(child_fds)
     except RuntimeError:
         if judged is not None:
-            os.kill(judged.pid, 9)
-            judged.reap(block=True)
-            judged.close()
+            JUDGE.close()
         for fd in [*child_fds, *pipes]:
             os.close(fd)
         raise verdict.HarnessFailure("the zygote could not start the program's process") from None
@@ -96,15 +133,17 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     # The clock starts once the program's process exists: a zygote slow to answer (a
     # previous program stopped it) costs this test nothing.
     start = time.monotonic()
-    main = spawn.Watched(pid)
-    seen = spawn.watch(main, judged, pipes, timeout, start, spare=(zygote.pid,) if zygote.pid else ())
+    main = spawn.Watched(pid, zygote.collect, pidfd)
+    seen = spawn.watch(main, judged, pipes, timeout, start, spare=spared(zygote),
+                       report_fd=JUDGE.ctrl.fileno() if judged is not None else None)
     zygote.resume()
     bufs = seen["bufs"]
     judge_report = None
     if judged is not None:
-        lines = [line for line in bufs[jrep_r].split(b"\n") if line.strip()]
-        if len(lines) == 1:
-            judge_report = json.loads(lines[0])
+        if seen["report"].endswith(b"\n"):
+            judge_report = json.loads(seen["report"])
+        else:
+            JUDGE.close()  # killed at the deadline, or died: a new one for the next test
     outcome = verdict.Outcome(
         test, status=main.status, timed_out=seen["timed_out"], cpu_s=seen["cpu_s"], limit_s=timeout,
         report=bufs[rep_r], started_marker=True, judge=judge_report,

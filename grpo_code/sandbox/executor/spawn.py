@@ -104,14 +104,16 @@ def _own_cpu_s() -> float:
 
 
 class CpuClock:
-    """CPU time a test used: its processes, or, in a container, everything but the executor."""
+    """CPU time a test used: its processes (from when the test began: the judge outlives
+    tests), or, in a container, everything but the executor."""
 
-    def __init__(self):
+    def __init__(self, pids: list[int]):
         self.base = _CONTAINER_CPU() if _CONTAINER_CPU is not None else None
         self.own = _own_cpu_s()
+        self.pid_base = {p: _cpu_s(p) for p in pids}
 
     def used(self, pids: list[int]) -> float:
-        cpu = sum(_cpu_s(p) for p in pids)
+        cpu = sum(_cpu_s(p) - self.pid_base.get(p, 0.0) for p in pids)
         if self.base is not None:
             try:
                 cpu = max(cpu, _CONTAINER_CPU() - self.base - (_own_cpu_s() - self.own))
@@ -123,12 +125,13 @@ class CpuClock:
 class Deadline:
     """When to stop a test, from CPU time and time not spent waiting for a CPU."""
 
-    def __init__(self, timeout_s: float, start: float):
+    def __init__(self, timeout_s: float, start: float, pids: list[int]):
         self.timeout = timeout_s
         self.start = start
         self.next_check = start + timeout_s
         self.backstop = start + WALL_BACKSTOP * timeout_s
-        self.cpu = CpuClock()
+        self.cpu = CpuClock(pids)
+        self.delay_base = {p: _run_delay_s(p) or 0.0 for p in pids}
 
     def check(self, now: float, pids: list[int]) -> str | None:
         """None if the test may go on (``next_check`` moved), else why it must stop."""
@@ -142,7 +145,7 @@ class Deadline:
             # No schedstat: the clock decides, with room for a loaded machine.
             used = (now - self.start) / 3.0
         else:
-            used = (now - self.start) - sum(delays)
+            used = (now - self.start) - sum(d - self.delay_base.get(p, 0.0) for p, d in zip(pids, delays))
         if used >= self.timeout:
             return "time"
         self.next_check = min(self.backstop, now + max(0.005, self.timeout - max(cpu, used)))
@@ -150,22 +153,32 @@ class Deadline:
 
 
 class Watched:
-    """One process the watcher waits for."""
+    """One process the watcher waits for: a child of this process, or, with ``collect``
+    (a function of the pid returning its wait status and CPU seconds), of the zygote."""
 
-    __slots__ = ("pid", "pidfd", "status", "rusage", "exited")
+    __slots__ = ("pid", "pidfd", "status", "rusage", "exited", "collect", "cpu")
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, collect=None, pidfd: int | None = None):
         self.pid = pid
-        try:
-            self.pidfd = os.pidfd_open(pid)
-        except OSError:
-            self.pidfd = None
+        self.collect = collect
+        self.cpu = 0.0
+        if pidfd is None:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                pidfd = None
+        self.pidfd = pidfd
         self.status = self.rusage = None
         self.exited = False
 
     def reap(self, block: bool) -> bool:
         if self.status is not None:
             return True
+        if self.collect is not None:
+            if block:
+                self.status, self.cpu = self.collect(self.pid)
+                self.collect, self.exited = None, True
+            return self.exited
         try:
             got, status, rusage = os.wait4(self.pid, 0 if block else os.WNOHANG)
         except ChildProcessError:
@@ -182,21 +195,27 @@ class Watched:
 
     @property
     def cpu_s(self) -> float:
-        return self.rusage.ru_utime + self.rusage.ru_stime if self.rusage is not None else 0.0
+        return self.rusage.ru_utime + self.rusage.ru_stime if self.rusage is not None else self.cpu
 
 
 def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s: float, start: float,
-          spare: tuple[int, ...] = ()) -> dict:
-    """Follow a test until it ends (the judge for a judged test, else the main process) or
-    runs out of time; read ``pipes`` (fd -> byte cap) meanwhile; then kill and reap every
-    descendant but ``spare``. Returns what :mod:`verdict` needs."""
-    deadline = Deadline(timeout_s, start)
+          spare: tuple[int, ...] = (), report_fd: int | None = None) -> dict:
+    """Follow a test until it ends or runs out of time: until the judge's report line on
+    ``report_fd`` (or the judge's death) for a judged test, else the main process's exit.
+    Read ``pipes`` (fd -> byte cap) meanwhile; then kill and reap the test's processes and
+    every descendant but ``spare`` (the judge outlives a test it finished). Returns what
+    :mod:`verdict` needs."""
+    pids = [p.pid for p in (main, judge) if p is not None]
+    deadline = Deadline(timeout_s, start, pids)
     decisive = judge if judge is not None else main
+    report = bytearray()
     bufs = {fd: bytearray() for fd in pipes}
     seen = dict.fromkeys(pipes, 0)
     poller = select.poll()
     for fd in pipes:
         poller.register(fd, select.POLLIN)
+    if report_fd is not None:
+        poller.register(report_fd, select.POLLIN)
     by_pidfd = {}
     for proc in (main, judge):
         if proc is not None and proc.pidfd is not None:
@@ -204,7 +223,6 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
             by_pidfd[proc.pidfd] = proc
     open_fds = set(pipes)
     timed_out = None
-    pids = [p.pid for p in (main, judge) if p is not None]
 
     def take(fd: int, chunk: bytes) -> None:
         seen[fd] += len(chunk)
@@ -212,7 +230,7 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
         if room > 0:
             bufs[fd] += chunk[:room]
 
-    while not decisive.exited:
+    while not decisive.exited and b"\n" not in report:
         now = time.monotonic()
         if now >= deadline.next_check:
             timed_out = deadline.check(now, pids)
@@ -227,6 +245,13 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
                 proc.exited = True
                 poller.unregister(fd)
                 continue
+            if fd == report_fd:
+                chunk = os.read(fd, 65536)
+                report += chunk
+                if not chunk:
+                    poller.unregister(fd)
+                    decisive.exited = True  # the judge closed its socket: it is going
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 poller.unregister(fd)
@@ -235,18 +260,18 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
             take(fd, chunk)
         if decisive.pidfd is None:
             decisive.reap(block=False)
-    cpu_before_kill = deadline.cpu.used(pids)
-    for proc in (judge, main):
-        if proc is not None:
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-    for proc in (main, judge):
-        if proc is not None:
-            proc.reap(block=True)
-            proc.close()
+    cpu_before_kill = deadline.cpu.used(pids) if timed_out else 0.0
+    judge_done = judge is not None and b"\n" in report and not timed_out
+    ended = [main] if judge_done else [p for p in (judge, main) if p is not None]
+    for proc in ended:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for proc in ended:
+        proc.reap(block=True)
+        proc.close()
     # What is already in the pipes, without waiting for lingering writers.
     for fd in list(open_fds):
         try:
@@ -261,8 +286,9 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
     kill_leftovers(main.pid, spare)
     for fd in pipes:
         os.close(fd)
-    cpu = sum(p.cpu_s for p in (main, judge) if p is not None)
+    cpu = sum(p.cpu_s for p in ended)
     return {
+        "report": bytes(report),
         "timed_out": timed_out,
         "duration_ms": (time.monotonic() - start) * 1000,
         "cpu_s": max(cpu, cpu_before_kill),

@@ -7,20 +7,23 @@ each request is a set of file descriptors (the request's memory file, stdio, the
 pipe, the judge's socket) passed over a unix socket, and only the forked child reads the
 request. What a program finds in its memory is its own program and its own test input.
 
-The zygote double-forks, so the program's process is re-parented to the executor (a child
-subreaper, or PID 1 of the container): the executor waits for it, reads its CPU time and
-kills its process group as it does for any child. The zygote is non-dumpable, so a program
-cannot ptrace it to tamper with the next test's process; if a program kills it, the
-executor starts a new one. Standard library only.
+The zygote waits for the program's process and tells the executor how it ended (status
+and CPU time); the executor watches it through a pidfd and kills its process group. The
+zygote is non-dumpable, so a program cannot ptrace it to tamper with the next test's
+process; if a program kills it, the program's process is re-parented to the executor (a
+child subreaper, or PID 1 of the container), which then waits for it itself, and a new
+zygote is started for the next test. Standard library only.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import socket
 import sys
+import time
 
 from . import protocol
 
@@ -30,11 +33,12 @@ _ZYGOTE_ARG = "--zygote"
 class Zygote:
     """The executor's handle on its zygote process."""
 
-    def __init__(self, entry: str, prctl):
+    def __init__(self, entry: str):
         self.entry = entry
-        self.prctl = prctl
         self.pid = None
         self.sock = None
+        self._buf = b""
+        self._fds: list[int] = []
 
     def start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -49,34 +53,39 @@ class Zygote:
             finally:
                 os._exit(127)
         child.close()
-        self.pid, self.sock = pid, parent
+        self.pid, self.sock, self._buf, self._fds = pid, parent, b"", []
         header = self._read_line(20.0)
         if header is None or not header.get("zygote"):
             self.stop()
             raise RuntimeError("the zygote did not start")
 
     def _read_line(self, timeout: float):
+        """The next JSON line from the zygote (descriptors that came with it go to
+        ``self._fds``), or None when it is gone, silent or confused."""
         self.sock.settimeout(timeout)
-        data = b""
         try:
-            while not data.endswith(b"\n"):
-                chunk = self.sock.recv(4096)
-                if not chunk:
+            while b"\n" not in self._buf:
+                data, fds, _flags, _addr = socket.recv_fds(self.sock, 4096, 4)
+                self._fds += fds
+                if not data:
                     return None
-                data += chunk
+                self._buf += data
         except OSError:
             return None
         finally:
             self.sock.settimeout(None)
+        line, self._buf = self._buf.split(b"\n", 1)
         try:
-            return json.loads(data)
+            return json.loads(line)
         except ValueError:
             return None
 
-    def spawn(self, fds: list[int]) -> int:
+    def spawn(self, fds: list[int]) -> tuple[int, int]:
         """Fork a program process with ``fds`` (request, stdin, stdout, stderr, report[,
-        channel]); returns its pid, once it is the executor's child. Restarts a zygote
-        that died (say, killed by the previous test's program) and tries once more."""
+        channel]); returns its pid and a pidfd of it (opened by the zygote before it could
+        reap it, so it can never name another process). Restarts a zygote that died or
+        stopped answering (say, the previous test's program killed or stopped it) and
+        tries once more."""
         for _attempt in (0, 1):
             if self.sock is None:
                 self.start()
@@ -85,10 +94,32 @@ class Zygote:
                 answer = self._read_line(3.0)
             except OSError:
                 answer = None
-            if answer is not None and isinstance(answer.get("pid"), int):
-                return answer["pid"]
+            got, self._fds = self._fds, []
+            if answer is not None and isinstance(answer.get("pid"), int) and len(got) == 1:
+                return answer["pid"], got[0]
+            for fd in got:
+                os.close(fd)
             self.stop()
         raise RuntimeError("the zygote could not start the program's process")
+
+    def collect(self, pid: int) -> tuple[int | None, float]:
+        """(wait status, CPU seconds) of the program's process ``pid``, which has ended or
+        been killed. When the zygote is gone the process is the executor's own child (it
+        was re-parented): wait for it here."""
+        if self.sock is not None:
+            self.resume()
+            answer = self._read_line(5.0)
+            if answer is not None and answer.get("exit") == pid:
+                return answer["status"], float(answer["cpu_s"])
+            self.stop()  # it died or answered nonsense: the next test gets a new one
+        for _ in range(1000):
+            try:
+                _, status, rusage = os.wait4(pid, 0)
+            except ChildProcessError:  # not re-parented to us yet, or already reaped
+                time.sleep(0.001)
+                continue
+            return status, rusage.ru_utime + rusage.ru_stime
+        return None, 0.0
 
     def resume(self) -> None:
         """Undo a SIGSTOP a program may have sent the zygote (it is not PID 1)."""
@@ -99,6 +130,9 @@ class Zygote:
                 pass
 
     def stop(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds, self._buf = [], b""
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -111,12 +145,18 @@ class Zygote:
             self.pid = None
 
 
-def zygote_main(prctl) -> int:
-    """The zygote's loop (fd 3 is its socket to the executor)."""
+def zygote_main() -> int:
+    """The zygote's loop (fd 3 is its socket to the executor): fork the program's process,
+    answer its pid, wait for it and answer how it ended."""
     from . import pychild
 
-    prctl(pychild.PR_SET_DUMPABLE, 0)
+    pychild.prctl(pychild.PR_SET_DUMPABLE, 0)
     sock = socket.socket(fileno=3)
+    pychild.warm_up()
+    # Objects alive now are never collected: out of the GC's sight, a child's collections
+    # do not touch (and copy) the pages they live on.
+    gc.collect()
+    gc.freeze()
     sock.sendall(b'{"zygote": true}\n')
     while True:
         try:
@@ -125,32 +165,25 @@ def zygote_main(prctl) -> int:
             return 0
         if header is None:
             return 0
-        r, w = os.pipe()
-        middle = os.fork()
-        if middle == 0:
-            try:
-                os.close(r)
-                pid = os.fork()
-                if pid == 0:
-                    os.close(w)
-                    sock.close()
-                    pychild.program_main(fds, prctl)
-                os.write(w, str(pid).encode())
-            finally:
-                os._exit(0)
-        os.close(w)
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:
+            sock.close()
+            pychild.program_main(fds)
         for fd in fds:
             os.close(fd)
-        data = b""
-        while True:
-            chunk = os.read(r, 64)
-            if not chunk:
-                break
-            data += chunk
-        os.close(r)
-        os.waitpid(middle, 0)
-        answer = {"pid": int(data)} if data.isdigit() else {"error": "fork failed"}
         try:
-            sock.sendall((json.dumps(answer) + "\n").encode())
+            if pid > 0:
+                pidfd = os.pidfd_open(pid)  # before any wait: it names this process only
+                protocol.send_fds(sock, {"pid": pid}, [pidfd])
+                os.close(pidfd)
+            else:
+                sock.sendall(b'{"error": "fork failed"}\n')
+            if pid > 0:
+                _, status, rusage = os.wait4(pid, 0)
+                ended = {"exit": pid, "status": status, "cpu_s": rusage.ru_utime + rusage.ru_stime}
+                sock.sendall((json.dumps(ended) + "\n").encode())
         except OSError:
             return 0
