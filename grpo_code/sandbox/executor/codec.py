@@ -142,7 +142,17 @@ def _describe(t) -> str:
 
 _TAGS = ("$t", "$s", "$f", "$d", "$b", "$y", "$c", "$i", "$h", "$k", "$q")
 _BASES = (int, float, complex, str, bytes, bytearray, tuple, list, dict, set, frozenset)
+_PLAIN = frozenset({type(None), bool, *_BASES})
+_LIBRARY_MODULES = frozenset({"collections", "fractions", "decimal"})
 _SAME_COMPARISON = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__contains__")
+
+
+def may_be_value(value) -> bool:
+    """False for what :func:`to_tree` certainly keeps as a handle (a quick test, no raise)."""
+    t = _type(value)
+    if t in _PLAIN or isinstance(value, _BASES) or getattr(t, "__module__", None) in _LIBRARY_MODULES:
+        return True
+    return isinstance(value, type) and _builtin_name(value) is not None
 
 
 def _builtin_name(value):

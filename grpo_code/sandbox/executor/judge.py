@@ -95,10 +95,11 @@ class Link:
     def __init__(self, fd: int, max_bytes: int):
         self.fd = fd
         self.max_bytes = max_bytes
+        self.reader = protocol.FrameReader(fd)
 
     def receive(self):
         try:
-            return protocol.recv_json(self.fd, self.max_bytes)
+            return protocol.recv_json(self.reader, self.max_bytes)
         except protocol.ChannelClosed:
             raise ProgramGone() from None
         except protocol.FrameError as exc:

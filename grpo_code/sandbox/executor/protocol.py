@@ -38,35 +38,44 @@ def send_frame(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks = []
-    while n:
-        try:
-            chunk = os.read(fd, min(n, 1 << 20))
-        except ConnectionResetError:
-            chunk = b""
-        if not chunk:
-            raise ChannelClosed()
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+class FrameReader:
+    """Frames from one end of a channel, read in large chunks (one read per message,
+    usually, where reading length and body apart would take two)."""
 
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buf = bytearray()
 
-def recv_frame(fd: int, max_bytes: int = MAX_FRAME) -> bytes:
-    """One frame; ``ChannelClosed`` at end of input, ``FrameError`` when it is too long."""
-    (size,) = _LEN.unpack(_read_exact(fd, _LEN.size))
-    if size > max_bytes:
-        raise FrameError(f"a message of {size} bytes (the limit is {max_bytes})")
-    return _read_exact(fd, size)
+    def _fill(self, need: int) -> None:
+        while len(self.buf) < need:
+            try:
+                chunk = os.read(self.fd, max(65536, min(need - len(self.buf), 1 << 20)))
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                raise ChannelClosed()
+            self.buf += chunk
+
+    def frame(self, max_bytes: int = MAX_FRAME) -> bytes:
+        """One frame; ``ChannelClosed`` at end of input, ``FrameError`` when it is too long."""
+        self._fill(_LEN.size)
+        (size,) = _LEN.unpack_from(self.buf)
+        if size > max_bytes:
+            raise FrameError(f"a message of {size} bytes (the limit is {max_bytes})")
+        end = _LEN.size + size
+        self._fill(end)
+        data = bytes(self.buf[_LEN.size:end])
+        del self.buf[:end]
+        return data
 
 
 def send_json(fd: int, obj) -> None:
     send_frame(fd, json.dumps(obj, separators=(",", ":"), allow_nan=True).encode())
 
 
-def recv_json(fd: int, max_bytes: int = MAX_FRAME):
+def recv_json(reader: FrameReader, max_bytes: int = MAX_FRAME):
     try:
-        return json.loads(recv_frame(fd, max_bytes))
+        return json.loads(reader.frame(max_bytes))
     except (ValueError, RecursionError):
         raise FrameError("an unreadable message") from None
 

@@ -151,6 +151,9 @@ def zygote_main() -> int:
     from . import pychild
 
     pychild.prctl(pychild.PR_SET_DUMPABLE, 0)
+    # The executor ignores these; the program's processes get the default actions.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
     sock = socket.socket(fileno=3)
     pychild.warm_up()
     # Objects alive now are never collected: out of the GC's sight, a child's collections
@@ -170,7 +173,7 @@ def zygote_main() -> int:
         except OSError:
             pid = -1
         if pid == 0:
-            sock.close()
+            # The socket (fd 3) is closed when the child puts its report pipe on fd 3.
             pychild.program_main(fds)
         for fd in fds:
             os.close(fd)
