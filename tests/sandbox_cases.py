@@ -278,6 +278,11 @@ SECRET_HACKS: dict[str, tuple[Job, set[Verdict]]] = {
                "def add(a, b):\n    return 42\n", "assert add(1, 2) == 3"),
         {Verdict.FAIL},
     ),
+    "script test: StopIteration ends the test's map() quietly": (
+        script("def double(x):\n    raise StopIteration\n",
+               "cases = [(1, 2), (2, 4), (3, 7)]\nassert all(map(lambda c: double(c[0]) == c[1], cases))"),
+        {Verdict.RUNTIME_ERROR},
+    ),
     "the harness's exit code is the program's": (
         script("import os\nos._exit(87)\n", "assert True"),
         {Verdict.RUNTIME_ERROR},

@@ -20,7 +20,7 @@ import sandbox_cases as cases
 
 from conftest import need, need_image
 from grpo_code.config import SandboxConfig
-from grpo_code.sandbox import CallTest, Job, Sandbox, Status, Verdict, docker_backend
+from grpo_code.sandbox import CallTest, Job, Sandbox, ScriptTest, Status, Verdict, docker_backend
 from grpo_code.sandbox.bench import SHARED_HUMANEVAL, default_data, load_humaneval
 
 pytestmark = pytest.mark.docker
@@ -346,6 +346,50 @@ def test_no_other_process_can_be_traced_or_read(sandbox):
     rows = [line.split() for line in result.tests[0].stdout.splitlines()]
     assert len(rows) >= 3, rows  # the executor, the zygote and the judge at least
     assert all(attached == "-1" and read == "-1" for _, attached, read in rows), rows
+
+
+def test_no_program_can_change_another_process_s_limits_or_scheduling(ready):
+    # Same uid, so without the seccomp filter prlimit, SCHED_IDLE and nice would work on
+    # the zygote, the judge and the executor, and hold for later jobs.
+    meddle = cases.script(
+        "import os, resource\n"
+        "me, refused = os.getpid(), []\n"
+        "for p in [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
+        "    for act in (lambda: resource.prlimit(p, resource.RLIMIT_NOFILE, (8, 8)),\n"
+        "                lambda: resource.prlimit(p, resource.RLIMIT_AS, (1 << 24, 1 << 24)),\n"
+        "                lambda: os.sched_setscheduler(p, os.SCHED_IDLE, os.sched_param(0)),\n"
+        "                lambda: os.setpriority(os.PRIO_PROCESS, p, 19),\n"
+        "                lambda: os.sched_setaffinity(p, {0})):\n"
+        "        try:\n            act()\n            refused.append(False)\n"
+        "        except OSError:\n            refused.append(True)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))\n"  # its own limits: allowed
+        "print(len(refused), all(refused))\n",
+        "assert True",
+    )
+    heavy = Job("def g(n):\n    return len(bytearray(n))\n",
+                (CallTest("g", (100_000_000,), 100_000_000), ScriptTest("assert g(10) == 10")))
+    with one_worker() as sb:
+        first, second = sb.run([meddle, heavy])
+    assert first.status is Status.PASS, first
+    count, refused = first.tests[0].stdout.split()
+    assert int(count) >= 15 and refused == "True", first.tests[0].stdout
+    assert second.status is Status.PASS, second
+
+
+def test_cpu_of_children_running_beside_the_program_counts(sandbox):
+    # Two children burn CPU in parallel while the program waits less than the limit.
+    burn = cases.script(
+        "import os, time\n"
+        "for _ in range(2):\n"
+        "    if os.fork() == 0:\n"
+        "        t = time.process_time()\n"
+        "        while time.process_time() - t < 0.8:\n            pass\n"
+        "        os._exit(0)\n"
+        "time.sleep(0.9)\n",
+        "assert True",
+    )
+    [result] = sandbox.run([burn])
+    assert result.tests[0].verdict is Verdict.TIMEOUT, result
 
 
 def test_nothing_of_ours_is_left(sandbox):

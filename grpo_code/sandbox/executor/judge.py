@@ -73,6 +73,10 @@ def _program_exception(info) -> BaseException:
     base = getattr(builtins, name, None)
     if not (isinstance(base, type) and issubclass(base, BaseException)):
         base = Exception
+    if issubclass(base, (StopIteration, StopAsyncIteration)):
+        # Raised into map(), all() or a for loop of the test it would end the iteration
+        # quietly (a test that checks nothing passes): a RuntimeError, as PEP 479 does.
+        base, message = RuntimeError, f"the program raised {name}: {message}"
     cls = _RAISED_TYPES.get(base)
     if cls is None:
         try:

@@ -19,7 +19,7 @@ import signal
 import time
 
 from . import spawn, verdict
-from .pychild import MIB, set_limits
+from .pychild import MIB, confine, prepare_seccomp, set_limits
 
 EXIT_HARNESS = verdict.EXIT_HARNESS
 _type = type
@@ -66,6 +66,8 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None) -> N
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
+        if _SECCOMP_READY and not confine():
+            raise OSError("the seccomp filter was refused")
         os.execve(executable, launch.argv, _exec_env())
     except BaseException:
         pass
@@ -93,12 +95,14 @@ def _fork_exec(limits: dict, launch, stdin_fd: int, payload_fd, timeout: float, 
 
 
 _SPARE: tuple[int, ...] = ()
+_SECCOMP_READY = False
 
 
 def set_spare(pids: tuple[int, ...]) -> None:
     """Processes the cleanup after a test must leave alone (the zygote)."""
-    global _SPARE
+    global _SPARE, _SECCOMP_READY
     _SPARE = pids
+    _SECCOMP_READY = prepare_seccomp()
 
 
 def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> int | str:

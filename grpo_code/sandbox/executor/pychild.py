@@ -68,6 +68,96 @@ def prctl(option: int, value: int) -> bool:
         return False
 
 
+# --------------------------------------------------------------------------- seccomp
+
+# Syscalls that act on another process by pid (arg index of the pid), per architecture.
+# Same-uid processes may call them on each other even when the target is non-dumpable:
+# a program could lower the zygote's or the judge's limits (prlimit), or starve them
+# (SCHED_IDLE, nice 19), and so change other tests' verdicts. The filter allows them on
+# pid 0 (the caller) only. Foreign-architecture syscalls (i386 int 0x80, x32) are refused.
+_PID_SYSCALLS = {
+    "x86_64": (0xC000003E, {141: 1, 142: 0, 144: 0, 203: 0, 251: 1, 302: 0, 314: 0}),
+    "aarch64": (0xC00000B7, {140: 1, 118: 0, 119: 0, 122: 0, 30: 1, 261: 0, 274: 0}),
+}
+_SECCOMP: list = []
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+
+
+def _seccomp_program():
+    """The BPF filter (a ctypes sock_fprog) for this machine's architecture, or None."""
+    import ctypes
+
+    spec = _PID_SYSCALLS.get(os.uname().machine)
+    if spec is None:
+        return None
+    arch, calls = spec
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    code: list = [("i", ld, 0, 0, 4), ("j", jeq, 1, 0, arch), ("i", ret, 0, 0, deny), ("i", ld, 0, 0, 0)]
+    if arch == 0xC000003E:
+        code.append(("j", jge, "deny", 0, 0x40000000))  # the x32 ABI
+    for nr, arg in calls.items():
+        code.append(("j", jeq, f"arg{arg}", 0, nr))
+    code.append(("i", ret, 0, 0, allow))
+    labels = {}
+    for arg in (0, 1):
+        labels[f"arg{arg}"] = len(code)
+        code += [("i", ld, 0, 0, 16 + 8 * arg), ("j", jeq, "allow", "deny", 0)]
+    labels["allow"] = len(code)
+    code.append(("i", ret, 0, 0, allow))
+    labels["deny"] = len(code)
+    code.append(("i", ret, 0, 0, deny))
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    def target(at: int, jump) -> int:
+        return labels[jump] - at - 1 if isinstance(jump, str) else jump
+
+    items = (Filter * len(code))(*[Filter(op, target(i, jt), target(i, jf), k)
+                                   for i, (_, op, jt, jf, k) in enumerate(code)])
+    program = Program(len(code), items)
+    return program, items  # keep the array alive with the program
+
+
+def prepare_seccomp() -> bool:
+    """Build the filter in this (parent) process and check in a forked child that the
+    kernel takes it; forked children then call :func:`confine`."""
+    if _SECCOMP:
+        return _SECCOMP[0] is not None
+    try:
+        built = _seccomp_program()
+    except Exception:
+        built = None
+    _SECCOMP.append(built)
+    if built is None:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if confine() else 1)
+    _, status = os.waitpid(pid, 0)
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        _SECCOMP[0] = None
+    return _SECCOMP[0] is not None
+
+
+def confine() -> bool:
+    """Install the filter in this process (inherited by its children); True when it is in."""
+    if not _SECCOMP or _SECCOMP[0] is None:
+        return False
+    import ctypes
+
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    program = _SECCOMP[0][0]
+    call = _LIBC_PRCTL[0]
+    return call(PR_SET_SECCOMP, ctypes.c_ulong(2), ctypes.c_void_p(ctypes.addressof(program)),
+                ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+
+
 def set_limits(limits: dict, cpu_s: int | None = None) -> None:
     """CPU time, core dumps and file size; the address space is set by the caller last."""
     if cpu_s is None:
@@ -115,6 +205,8 @@ def program_main(fds: list[int]) -> None:
         prctl(PR_SET_DUMPABLE, 1)
         mem = int(limits["memory_mb"]) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        if _SECCOMP and _SECCOMP[0] is not None and not confine():
+            raise OSError("the seccomp filter was refused")
         _write(REPORT_FD, b'{"event":"started"}\n')
         code = _run(request)
     except MemoryError:

@@ -112,6 +112,15 @@ class CpuClock:
         self.own = _own_cpu_s()
         self.pid_base = {p: _cpu_s(p) for p in pids}
 
+    def container(self) -> float:
+        """The container's CPU time since the test began, less the executor's (0 outside one)."""
+        if self.base is None:
+            return 0.0
+        try:
+            return _CONTAINER_CPU() - self.base - (_own_cpu_s() - self.own)
+        except (OSError, ValueError):
+            return 0.0
+
     def used(self, pids: list[int]) -> float:
         cpu = sum(_cpu_s(p) - self.pid_base.get(p, 0.0) for p in pids)
         if self.base is not None:
@@ -260,7 +269,9 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
             take(fd, chunk)
         if decisive.pidfd is None:
             decisive.reap(block=False)
-    cpu_before_kill = deadline.cpu.used(pids) if timed_out else 0.0
+    # A test that ended by itself: its processes' CPU comes from their exit status below;
+    # in a container the cgroup also counts children that ran beside them unreaped.
+    cpu_before_kill = deadline.cpu.used(pids) if timed_out else deadline.cpu.container()
     judge_done = judge is not None and b"\n" in report and not timed_out
     ended = [main] if judge_done else [p for p in (judge, main) if p is not None]
     for proc in ended:

@@ -155,6 +155,7 @@ def zygote_main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     sock = socket.socket(fileno=3)
+    pychild.prepare_seccomp()
     pychild.warm_up()
     # Objects alive now are never collected: out of the GC's sight, a child's collections
     # do not touch (and copy) the pages they live on.
