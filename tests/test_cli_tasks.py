@@ -78,9 +78,27 @@ def test_check_a_solutions_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["tasks", "check", str(d), "--solutions", str(sols), "--backend", "local", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["file"]["passed"] == 1
+    # a failing solution fails the check
+    sols.write_text(json.dumps({"task_id": "x/1", "solution": "def f():\n    return 2\n"}) + "\n")
+    result = runner.invoke(app, ["tasks", "check", str(d), "--solutions", str(sols), "--backend", "local", "--json"])
+    assert result.exit_code == 1, result.output
+    checked = json.loads(result.stdout)["file"]
+    assert checked["passed"] == 0 and checked["failed"] == ["x/1"]
     sols.write_text(json.dumps({"task_id": "x/404", "solution": ""}) + "\n")
     result = runner.invoke(app, ["tasks", "check", str(d), "--solutions", str(sols), "--backend", "local"])
     assert result.exit_code == 2 and "task_id 'x/404' is not in suite" in result.stderr
+
+
+def test_check_without_references_checks_nothing_and_says_so(tmp_path: Path) -> None:
+    bare = {k: v for k, v in GOOD.items() if k != "reference"}
+    d = suite_dir(tmp_path, [bare, dict(bare, id="x/2")])
+    result = runner.invoke(app, ["tasks", "check", str(d), "--backend", "local", "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["reference"]["checked"] == report["reference"]["passed"] == 0
+    assert report["reference"]["missing"] == ["x/1", "x/2"] and report["empty"]["failed"] == 2
+    result = runner.invoke(app, ["tasks", "check", str(d), "--solutions", "reference", "--backend", "local"])
+    assert result.exit_code == 1 and "nothing checked: no task has a reference" in result.stdout, result.output
 
 
 def test_convert_refuses_to_overwrite(tmp_path: Path, benchmarks: Path) -> None:

@@ -96,6 +96,6 @@ def test_converted_fixture_checks_clean_and_wrong_solutions_fail(docker_ready: N
                                for r in records))
     result = runner.invoke(app, ["tasks", "check", str(dst), "--solutions", str(samples), "--backend", "docker",
                                  "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # its solutions fail
     report = json.loads(result.stdout)["file"]
     assert report["passed"] == 0 and report["checked"] == 3 and not report["infra_errors"]

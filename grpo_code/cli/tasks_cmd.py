@@ -131,13 +131,14 @@ def check(
 ) -> None:
     """Run reference and empty solutions through the sandbox: references must pass, empties must fail.
 
-    Exits 1 when a reference fails, an empty solution passes a test, or a task is flaky.
+    Exits 1 when a reference (or a solution of --solutions FILE) fails, none could be
+    checked (no task has one), an empty solution passes a test, or a task is flaky.
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grpo_code.config import SandboxConfig, load_config
-    from grpo_code.sandbox import Sandbox
+    from grpo_code.sandbox import Sandbox, resolve_backend
     from grpo_code.tasks import load_suite
     from grpo_code.tasks.check import check_suite
 
@@ -153,8 +154,11 @@ def check(
         job = bar.add_task(s.name, total=None)
         report = check_suite(s, sandbox, solutions, repeat,
                              progress=lambda done, total: bar.update(job, completed=done, total=total))
+        ran = any(c.runs for items in report.checks.values() for c in items)
+        # Naming the backend of a sandbox that ran nothing would start it.
+        backend = sandbox.backend if ran else resolve_backend(sb_cfg)
     summary = report.summary()
-    summary["backend"] = sandbox.backend
+    summary["backend"] = backend
     if as_json:
         typer.echo(json.dumps(summary))
     else:
@@ -177,7 +181,10 @@ def _print_report(s: dict) -> None:
         if kind in s:
             r = s[kind]
             color = "green" if not r["failed"] else "red"
-            out.print(f"{kind}: [{color}]{r['passed']}/{r['checked']} pass[/{color}]")
+            if not r["checked"]:
+                out.print(f"{kind}: [red]nothing checked: no task has a {'reference' if kind == 'reference' else 'solution'}[/red]")
+            else:
+                out.print(f"{kind}: [{color}]{r['passed']}/{r['checked']} pass[/{color}]")
             if r["failed"]:
                 out.print(f"  failing: {names(r['failed'])}")
             if r["missing"]:

@@ -72,19 +72,23 @@ class CheckReport:
             else:
                 bad = sorted(c.task_id for c in items if not c.passed_all and c.note != "no solution")
                 missing = sorted(c.task_id for c in items if c.note == "no solution")
+                checked = len(items) - len(missing)  # a task without a solution checks nothing
                 # Tests whose asserts ran next to the program (JavaScript/C++ script tests):
                 # a program written to forge them could (docs/sandbox.md, threat model).
                 unattested = sum(not t.attested for c in items for r in c.runs[:1] for t in r.tests)
-                out[kind] = {"checked": len(items), "passed": len(items) - len(bad), "failed": bad,
+                out[kind] = {"checked": checked, "passed": checked - len(bad), "failed": bad,
                              "missing": missing, "flaky": flaky, "infra_errors": infra, "unattested_tests": unattested}
         return out
 
     @property
     def ok(self) -> bool:
+        """References (or a file's solutions) all pass, and at least one was checked;
+        empty solutions all fail; nothing flaky."""
         s = self.summary()
         good = True
-        if "reference" in s:
-            good &= not s["reference"]["failed"] and not s["reference"]["flaky"]
+        for kind in ("reference", "file"):
+            if kind in s:
+                good &= s[kind]["checked"] > 0 and not s[kind]["failed"] and not s[kind]["flaky"]
         if "empty" in s:
             good &= not s["empty"]["broken"] and not s["empty"]["flaky"] and not s["empty"]["infra_errors"]
         return bool(good)
