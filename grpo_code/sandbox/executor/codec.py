@@ -42,16 +42,6 @@ class CodecError(Exception):
     """A value cannot be encoded, or a message does not decode to one."""
 
 
-class Handle:
-    """The judge's stand-in for an object that lives in the program's process."""
-
-    __slots__ = ("hid", "type_name", "__weakref__")
-
-    def __init__(self, hid: int, type_name: str):
-        self.hid = hid
-        self.type_name = type_name
-
-
 def encode(value, handles=None) -> str:
     """JSON text of ``value``; ``handles`` (a :class:`HandleTable`) keeps what is not data."""
     return json.dumps(to_tree(value, handles), separators=(",", ":"), allow_nan=True)

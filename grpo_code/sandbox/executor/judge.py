@@ -35,12 +35,11 @@ import importlib
 import json
 import os
 import resource
-import signal
 import sys
 import traceback
 
 from . import codec, protocol
-from .pychild import EXIT_HARNESS, MIB
+from .pychild import EXIT_HARNESS, MIB, default_signals
 
 _dumps = json.dumps
 _type = type
@@ -305,8 +304,7 @@ def judge_loop(ctrl_fd: int) -> None:
         os.dup2(os.open(os.devnull, os.O_RDWR), 0)
         os.closerange(3, ctrl_fd)
         os.closerange(ctrl_fd + 1, 4096)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        default_signals()
         ctrl = socket.socket(fileno=ctrl_fd)
         compiled: dict = {}
         while True:

@@ -19,9 +19,8 @@ import signal
 import time
 
 from . import spawn, verdict
-from .pychild import MIB, confine, prepare_seccomp, set_limits
+from .pychild import EXIT_HARNESS, MIB, confine, default_signals, place_fds, prepare_seccomp, set_limits
 
-EXIT_HARNESS = verdict.EXIT_HARNESS
 _type = type
 _EXEC_ENV: dict = {}
 
@@ -43,29 +42,17 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None) -> N
         os.setpgid(0, 0)
         set_limits(limits, cpu_s)
         executable = launch.executable
-        # Move every source above the targets first, so no dup2 overwrites a source.
-        sources = [*stdio, payload_fd, executable if _type(executable) is int else None, launch.aux_fd]
-        high = [None if fd is None else fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in sources]
-        for target, fd in enumerate(high):
-            if fd is not None:
-                os.dup2(fd, target)
-            elif target > 3:
-                try:
-                    os.close(target)
-                except OSError:
-                    pass
+        place_fds([*stdio, payload_fd, executable if _type(executable) is int else None, launch.aux_fd])
         if _type(executable) is int:
             executable = 5
             os.set_inheritable(5, False)
-        os.closerange(len(sources), 4096)
         nofile = int(limits.get("nofile", 64))
         import resource
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         mem = int(launch.memory_mb) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        default_signals()
         if _SECCOMP_READY and not confine():
             raise OSError("the seccomp filter was refused")
         os.execve(executable, launch.argv, _exec_env())

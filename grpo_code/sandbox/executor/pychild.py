@@ -28,6 +28,7 @@ import marshal
 import math
 import os
 import resource
+import signal
 import sys
 import traceback
 import types
@@ -158,6 +159,28 @@ def confine() -> bool:
                 ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
 
 
+def place_fds(sources: list) -> None:
+    """Put ``sources`` on fds 0, 1, 2, ... in order (None: that fd is closed, from fd 4 on)
+    and close every other descriptor. Sources move above the targets first, so no dup2
+    overwrites a source still to be placed."""
+    high = [None if fd is None else fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in sources]
+    for target, fd in enumerate(high):
+        if fd is not None:
+            os.dup2(fd, target)
+        elif target > REPORT_FD:
+            try:
+                os.close(target)
+            except OSError:
+                pass
+    os.closerange(len(sources), 4096)
+
+
+def default_signals() -> None:
+    """Default actions for the signals the executor ignores (children inherit ignoring)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def set_limits(limits: dict, cpu_s: int | None = None) -> None:
     """CPU time, core dumps and file size; the address space is set by the caller last."""
     if cpu_s is None:
@@ -192,11 +215,7 @@ def program_main(fds: list[int]) -> None:
         os.close(fds[0])
         limits = request["limits"]
         set_limits(limits)
-        # Move every source above the targets first, so no dup2 overwrites a source.
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in fds[1:]]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target)
-        os.closerange(len(high), max(1024, max(high) + 64))
+        place_fds(fds[1:])
         nofile = int(limits.get("nofile", 64))
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         os.chdir(request["cwd"])

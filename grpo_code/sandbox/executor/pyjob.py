@@ -19,6 +19,7 @@ import socket
 import time
 
 from . import codec, judge, protocol, spawn, verdict
+from .pychild import MIB
 
 
 class Judge:
@@ -103,13 +104,13 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
     child_fds = [req_fd, stdin_fd, out_w, err_w, rep_w]
-    pipes = {out_r: keep, err_r: out_limit, rep_r: 4 * spawn.MIB}
+    pipes = {out_r: keep, err_r: out_limit, rep_r: 4 * MIB}
     judged = None
     if kind == "script":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judged = JUDGE.get()
         request = {"code": test["code"], "memory_mb": limits["memory_mb"], "entry_point": job.get("entry_point"),
-                   "max_bytes": max(16 * spawn.MIB, 4 * out_limit)}
+                   "max_bytes": max(16 * MIB, 4 * out_limit)}
         try:
             protocol.send_fds(JUDGE.ctrl, request, [mine.fileno(), out_w, err_w])
         except OSError:

@@ -23,7 +23,6 @@ import select
 import signal
 import time
 
-MIB = 1024 * 1024
 WALL_BACKSTOP = 10.0
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -122,13 +121,7 @@ class CpuClock:
             return 0.0
 
     def used(self, pids: list[int]) -> float:
-        cpu = sum(_cpu_s(p) - self.pid_base.get(p, 0.0) for p in pids)
-        if self.base is not None:
-            try:
-                cpu = max(cpu, _CONTAINER_CPU() - self.base - (_own_cpu_s() - self.own))
-            except (OSError, ValueError):
-                pass
-        return cpu
+        return max(sum(_cpu_s(p) - self.pid_base.get(p, 0.0) for p in pids), self.container())
 
 
 class Deadline:
@@ -321,7 +314,7 @@ def kill_leftovers(pgid: int, spare: tuple[int, ...] = ()) -> None:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        reaped = _reap(spare)
+        reaped = _reap(children)
         if not children and not reaped:
             break
         if children and not reaped:
@@ -337,12 +330,10 @@ def _children() -> list[int]:
         return []
 
 
-def _reap(spare: tuple[int, ...]) -> int:
-    """Reap every dead child but the spared ones (they are waited for by their owners)."""
+def _reap(pids: list[int]) -> int:
+    """Reap those of ``pids`` (children just killed) that are dead; how many were."""
     n = 0
-    for pid in _children():
-        if pid in spare:
-            continue
+    for pid in pids:
         try:
             got, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:

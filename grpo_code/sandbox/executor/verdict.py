@@ -19,9 +19,8 @@ import os
 import signal
 
 from . import codec
+from .pychild import EXIT_MEMORY
 
-EXIT_MEMORY = 86
-EXIT_HARNESS = 87
 _type = type
 
 

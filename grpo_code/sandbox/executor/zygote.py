@@ -151,9 +151,7 @@ def zygote_main() -> int:
     from . import pychild
 
     pychild.prctl(pychild.PR_SET_DUMPABLE, 0)
-    # The executor ignores these; the program's processes get the default actions.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
+    pychild.default_signals()  # once here, for every program process it forks
     sock = socket.socket(fileno=3)
     pychild.prepare_seccomp()
     pychild.warm_up()
