@@ -12,6 +12,7 @@ for every language, plus nodejs or g++), cached as a tarball under ``$GRPO_CODE_
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -200,9 +201,10 @@ def bootstrap_base(lang: str, log: Log = print) -> str:
 # --------------------------------------------------------------------------- build
 
 
+@functools.cache
 def executor_hash() -> str:
     """Hash of the sandbox runtime (executor, runners, harnesses); images carry it so a
-    stale image is detected."""
+    stale image is detected. Read once per process: every reward-cache key carries it."""
     h = hashlib.sha256()
     for path in RUNTIME:
         name = path.relative_to(RUNTIME_DIR).as_posix()
