@@ -71,7 +71,7 @@ def test_io_comparison_modes(sandbox):
     job = Job(
         "print('%.7f' % (1 / 3))\nprint('  done  ')\n",
         (
-            IoTest("", "0.333333333\ndone\n", "tokens", 1e-6),
+            IoTest("", "0.333333333\ndone\n", "tokens", float_tol=1e-6),
             IoTest("", "0.333333333\ndone\n", "tokens"),
             IoTest("", "0.3333333\n  done\n"),
             IoTest("", "0.3333333\n  done  \n", "exact"),

@@ -51,7 +51,7 @@ def test_job_round_trips_the_issue_format():
 def test_io_options_round_trip():
     data = {"kind": "io", "stdin": "", "stdout": "1.0\n", "compare": "tokens", "float_tol": 1e-6}
     job = Job.from_dict({"program": "print(1)", "tests": [data]})
-    assert job.tests[0] == IoTest("", "1.0\n", "tokens", 1e-6)
+    assert job.tests[0] == IoTest("", "1.0\n", "tokens", float_tol=1e-6)
     assert job.to_dict()["tests"] == [data]
     assert job.to_dict()["language"] == "python" and "limits" not in job.to_dict()
 
@@ -94,6 +94,7 @@ def test_verdict_and_status_values_are_the_documented_ones():
         "memory",
         "runtime_error",
         "compile_error",
+        "output_limit",
     }
     assert {s.value for s in Status} == {"pass", "fail", "infra_error"}
 
@@ -106,7 +107,7 @@ def test_verdict_and_status_values_are_the_documented_ones():
         (lambda j: j.update(language="cobol"), "language"),
         (lambda j: j["tests"].append({"kind": "magic"}), "tests[3].kind"),
         (lambda j: j["tests"].append({"kind": "script"}), "tests[3].code"),
-        (lambda j: j["tests"].append({"kind": "call", "fn": "add", "args": [1]}), "tests[3].expected"),
+        (lambda j: j["tests"].append({"kind": "call", "fn": "add", "args": [1]}), "tests[3] has no expected value"),
         (lambda j: j["tests"].append({"kind": "call", "fn": "1x", "expected": 1}), "tests[3].fn"),
         (lambda j: j["tests"].append({"kind": "io", "stdout": "", "compare": "fuzzy"}), "tests[3].compare"),
         (lambda j: j["tests"].append({"kind": "script", "code": "", "stdin": ""}), "unknown keys"),
@@ -146,35 +147,3 @@ def test_wire_job_resolves_limits_against_the_config():
 # --------------------------------------------------------------------------- harness helpers
 
 
-@pytest.mark.parametrize(
-    "actual, expected, mode, tol, same",
-    [
-        ("3\n", "3\n", "exact", None, True),
-        ("3", "3\n", "exact", None, False),
-        ("3  \n\n", "3\n", "lines", None, True),
-        ("a\nb\n", "a b\n", "lines", None, False),
-        (" 1\t2\n3 ", "1 2 3", "tokens", None, True),
-        ("0.3333333", "0.333333333", "tokens", 1e-6, True),
-        ("0.3333333", "0.333333333", "tokens", None, False),
-        ("0.34", "0.333", "tokens", 1e-6, False),
-        ("nan", "nan", "tokens", 1e-6, True),
-        ("1 2", "1 2 3", "tokens", 1e-6, False),
-        ("x", "y", "tokens", 1e-6, False),
-    ],
-)
-def test_compare_output_modes(actual, expected, mode, tol, same):
-    assert executor.compare_output(actual, expected, mode, tol) is same
-
-
-def test_plain_equal_is_strict_about_types():
-    assert executor.plain_equal([1, {"a": "x"}], [1, {"a": "x"}])
-    assert not executor.plain_equal(True, 1) and not executor.plain_equal(1, True)
-    assert executor.plain_equal(3, 3.0)
-    assert executor.plain_equal(0.1 + 0.2, 0.3)
-    assert not executor.plain_equal(0.31, 0.3)
-    assert executor.plain_equal(0.31, 0.3, float_tol=0.05)
-    assert not executor.plain_equal("1", 1)
-    assert not executor.plain_equal([1, 2], [1, 2, 3])
-    assert not executor.plain_equal({"a": 1}, {"b": 1})
-    assert executor.plain_equal(None, None) and not executor.plain_equal(None, 0)
-    assert executor.plain_equal(math.nan, math.nan)

@@ -15,6 +15,7 @@ once; the pool starts lazily on the first job and stops on ``close()``, at the e
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import threading
@@ -28,7 +29,7 @@ from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend, local_backend
 from grpo_code.sandbox.executor.runners import RUNNERS
 from grpo_code.sandbox.pool import WorkerPool, shutdown_all
-from grpo_code.sandbox.types import Job, Result, wire_for
+from grpo_code.sandbox.types import MAX_JOB_BYTES, Job, Result, wire_for
 
 BACKENDS = ("auto", "docker", "local", "ray")
 
@@ -179,6 +180,11 @@ class Sandbox:
 
     def _execute(self, pool: WorkerPool, job: Job, wire: dict[str, Any]) -> Result:
         start = time.monotonic()
+        size = len(json.dumps(wire))
+        if size > MAX_JOB_BYTES:
+            # Not retried: the same job would be too large again (docs/sandbox.md, Values).
+            return Result.infra_error(len(job.tests), f"the job is {size / 2**20:.1f} MiB of JSON, over the "
+                                      f"{MAX_JOB_BYTES >> 20} MiB limit (docs/sandbox.md, Values)")
         result, error = pool.run(wire)
         elapsed = round((time.monotonic() - start) * 1000, 3)
         if result is None:

@@ -186,8 +186,9 @@ def container_argv(
     executor_args: tuple[str, ...] = (),
 ) -> list[str]:
     """The ``docker run`` command line of one sandbox container."""
-    # The container's memory must hold the executor, one test at its own limit and the tmpfs.
-    container_mb = memory_mb + tmpfs_mb + 128
+    # The container's memory must hold the executor with a job of up to MAX_JOB_BYTES (its
+    # expected values, parsed), one test at its own limit and the tmpfs.
+    container_mb = memory_mb + tmpfs_mb + 640
     mode = ["-d", "-v", f"{channel_dir}:{CHANNEL_MOUNT}:ro"] if channel_dir else ["-i", "--sig-proxy=false"]
     return [
         "docker", "run", *mode, "--rm",

@@ -17,11 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.errors import SandboxError
+from grpo_code.sandbox.executor import codec
 from grpo_code.sandbox.executor.runners import RUNNERS
 
 LANGUAGES = tuple(RUNNERS)
 """Languages with a runner (grpo_code/sandbox/executor/runners.py); each has its own image."""
+MAX_JOB_BYTES = 32 * 1024 * 1024
+"""The largest job (its JSON) a sandbox runs; the containers' memory allows for it."""
 COMPARE_MODES = ("exact", "lines", "tokens")
+"""How ``io`` output is compared (grpo_code/sandbox/executor/compare.py)."""
+VALUE_COMPARE_MODES = ("value", "python")
+"""How ``call`` values are compared: plain-data equality, or Python's ``==`` (evalplus)."""
 
 
 class Verdict(str, enum.Enum):
@@ -33,6 +39,8 @@ class Verdict(str, enum.Enum):
     MEMORY = "memory"
     RUNTIME_ERROR = "runtime_error"
     COMPILE_ERROR = "compile_error"
+    OUTPUT_LIMIT = "output_limit"
+    """The returned value is over the sandbox's size limits (docs/sandbox.md, Values)."""
 
 
 class Status(str, enum.Enum):
@@ -68,40 +76,80 @@ class ScriptTest:
         return {"kind": "script", "code": self.code}
 
 
+@dataclass(frozen=True, kw_only=True)
+class Checking:
+    """How a test's answer is judged, besides its expected value (docs/sandbox.md, Comparing)."""
+
+    float_tol: float | None = None
+    abs_tol: float | None = None
+    rel_tol: float | None = None
+    unordered: bool = False
+    checker: str | None = None
+    """The name of a checker of the job (``Job.checkers``) that decides instead."""
+
+    def _checking(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in ("float_tol", "abs_tol", "rel_tol", "checker"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.unordered:
+            out["unordered"] = True
+        return out
+
+
 @dataclass(frozen=True)
-class IoTest:
-    """The program runs with ``stdin``; its stdout is compared with ``stdout`` by the harness."""
+class IoTest(Checking):
+    """The program runs with ``stdin``; its stdout is compared with ``stdout`` by the harness.
+    ``stdout=None``: the expected output comes from the task's reference (an oracle)."""
 
     stdin: str = ""
-    stdout: str = ""
+    stdout: str | None = ""
     compare: str = "lines"
-    float_tol: float | None = None
+    ignore_case: bool = False
     kind: str = field(default="io", init=False)
 
+    @property
+    def has_expected(self) -> bool:
+        return self.stdout is not None
+
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": "io", "stdin": self.stdin, "stdout": self.stdout}
+        out: dict[str, Any] = {"kind": "io", "stdin": self.stdin}
+        if self.stdout is not None:
+            out["stdout"] = self.stdout
         if self.compare != "lines":
             out["compare"] = self.compare
-        if self.float_tol is not None:
-            out["float_tol"] = self.float_tol
-        return out
+        if self.ignore_case:
+            out["ignore_case"] = True
+        return {**out, **self._checking()}
+
+
+NO_VALUE: Any = type("NoValue", (), {"__repr__": lambda self: "NO_VALUE"})()
+"""The ``expected`` of a call test whose value comes from the task's reference."""
 
 
 @dataclass(frozen=True)
-class CallTest:
-    """The harness calls ``fn(*args)`` and compares the plain-data result with ``expected``."""
+class CallTest(Checking):
+    """The harness calls ``fn(*args)`` and compares the result with ``expected``. Values are
+    in the suite form of the codec (docs/sandbox.md, Values): plain JSON, or tagged for
+    tuples, sets, dicts with other keys, bytes, complex, big ints."""
 
-    fn: str
+    fn: str = ""
     args: tuple[Any, ...] = ()
-    expected: Any = None
-    float_tol: float | None = None
+    expected: Any = NO_VALUE
+    compare: str = "value"
     kind: str = field(default="call", init=False)
 
+    @property
+    def has_expected(self) -> bool:
+        return self.expected is not NO_VALUE
+
     def to_dict(self) -> dict[str, Any]:
-        out = {"kind": "call", "fn": self.fn, "args": list(self.args), "expected": self.expected}
-        if self.float_tol is not None:
-            out["float_tol"] = self.float_tol
-        return out
+        out: dict[str, Any] = {"kind": "call", "fn": self.fn, "args": list(self.args)}
+        if self.has_expected:
+            out["expected"] = self.expected
+        if self.compare != "value":
+            out["compare"] = self.compare
+        return {**out, **self._checking()}
 
 
 TestCase = ScriptTest | IoTest | CallTest
@@ -112,11 +160,33 @@ def _want(cond: bool, where: str, what: str) -> None:
         raise SandboxError(f"bad job: {where} {what}", "see docs/sandbox.md for the job format")
 
 
-def _plain(value: Any, where: str) -> None:
+def _value(value: Any, where: str) -> None:
     try:
-        json.dumps(value, allow_nan=True)
-    except (TypeError, ValueError):
-        _want(False, where, "must be JSON data")
+        codec.from_tree(value, plain_objects=True)
+    except codec.CodecError as exc:
+        _want(False, where, f"is not a value ({exc}; the encoding is in docs/sandbox.md, Values)")
+    except RecursionError:
+        _want(False, where, "is nested too deeply")
+
+
+_CHECKING = {"float_tol", "abs_tol", "rel_tol", "unordered", "checker"}
+
+
+def _checking(data: dict, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("float_tol", "abs_tol", "rel_tol"):
+        tol = data.get(key)
+        _want(tol is None or (isinstance(tol, (int, float)) and not isinstance(tol, bool) and tol >= 0),
+              f"{where}.{key}", "must be a non-negative number")
+        if tol is not None:
+            out[key] = float(tol)
+    for key in ("unordered", "ignore_case"):
+        _want(isinstance(data.get(key, False), bool), f"{where}.{key}", "must be true or false")
+    out["unordered"] = data.get("unordered", False)
+    checker = data.get("checker")
+    _want(checker is None or (isinstance(checker, str) and checker), f"{where}.checker", "must be a checker's name")
+    out["checker"] = checker
+    return out
 
 
 def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
@@ -125,39 +195,34 @@ def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
     kind = data.get("kind")
     allowed = {
         "script": {"kind", "code"},
-        "io": {"kind", "stdin", "stdout", "compare", "float_tol"},
-        "call": {"kind", "fn", "args", "expected", "float_tol"},
+        "io": {"kind", "stdin", "stdout", "compare", "ignore_case"} | _CHECKING,
+        "call": {"kind", "fn", "args", "expected", "compare"} | _CHECKING,
     }
     _want(kind in allowed, f"{where}.kind", f"is {kind!r} (expected script, io or call)")
     extra = sorted(set(data) - allowed[kind])
     _want(not extra, where, f"has unknown keys {extra} for a {kind} test")
-    tol = data.get("float_tol")
-    _want(
-        tol is None or (isinstance(tol, (int, float)) and not isinstance(tol, bool) and tol >= 0),
-        f"{where}.float_tol",
-        "must be a non-negative number",
-    )
     if kind == "script":
         _want(isinstance(data.get("code"), str), f"{where}.code", "must be a string")
         return ScriptTest(code=data["code"])
+    checking = _checking(data, where)
     if kind == "io":
-        for key in ("stdin", "stdout"):
-            _want(isinstance(data.get(key, ""), str), f"{where}.{key}", "must be a string")
+        _want(isinstance(data.get("stdin", ""), str), f"{where}.stdin", "must be a string")
+        _want(data.get("stdout") is None or isinstance(data["stdout"], str), f"{where}.stdout", "must be a string")
         compare = data.get("compare", "lines")
-        _want(
-            compare in COMPARE_MODES, f"{where}.compare", f"is {compare!r} (expected exact, lines or tokens)"
-        )
-        return IoTest(
-            stdin=data.get("stdin", ""), stdout=data.get("stdout", ""), compare=compare, float_tol=tol
-        )
+        _want(compare in COMPARE_MODES, f"{where}.compare", f"is {compare!r} (expected exact, lines or tokens)")
+        return IoTest(stdin=data.get("stdin", ""), stdout=data.get("stdout"), compare=compare,
+                      ignore_case=data.get("ignore_case", False), **checking)
     fn = data.get("fn")
     _want(isinstance(fn, str) and fn.isidentifier(), f"{where}.fn", "must be a function name")
     args = data.get("args", [])
     _want(isinstance(args, list), f"{where}.args", "must be a list")
-    _plain(args, f"{where}.args")
-    _want("expected" in data, f"{where}.expected", "is missing")
-    _plain(data["expected"], f"{where}.expected")
-    return CallTest(fn=fn, args=tuple(args), expected=data["expected"], float_tol=tol)
+    _value(args, f"{where}.args")
+    if "expected" in data:
+        _value(data["expected"], f"{where}.expected")
+    compare = data.get("compare", "value")
+    _want(compare in VALUE_COMPARE_MODES, f"{where}.compare", f"is {compare!r} (expected value or python)")
+    return CallTest(fn=fn, args=tuple(args), expected=data["expected"] if "expected" in data else NO_VALUE,
+                    compare=compare, **checking)
 
 
 @dataclass(frozen=True)
@@ -172,9 +237,25 @@ class Job:
     """The function the tests are about. Python script tests take every name from the
     program except builtins (a program's own ``abs`` must not judge its answers); the
     entry point is taken from the program even when it shadows one (MBPP's ``sum``)."""
+    checkers: dict[str, str] = field(default_factory=dict)
+    """Checkers by name: Python source defining ``check(input, expected, output)``, trusted
+    suite code that the judge runs once the program is done (docs/sandbox.md, Checkers)."""
+    record: bool = False
+    """Run the program as a reference: tests need no expected values, and each passing
+    test's result carries the answer (``value`` or ``stdout``). How oracles are computed."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tests", tuple(self.tests))
+        _want(isinstance(self.checkers, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in self.checkers.items()),
+              "checkers", "must map names to Python source")
+        for i, test in enumerate(self.tests):
+            checker = getattr(test, "checker", None)
+            _want(checker is None or checker in self.checkers, f"tests[{i}].checker",
+                  f"names {checker!r}, which the job's checkers do not define")
+            _want(self.record or checker is not None or getattr(test, "has_expected", True), f"tests[{i}]",
+                  "has no expected value (only a record job, or a test with a checker, may leave it out; "
+                  "tasks fill it in from their reference)")
         _want(
             self.language in LANGUAGES,
             "language",
@@ -203,6 +284,10 @@ class Job:
             out["limits"] = limits
         if self.entry_point is not None:
             out["entry_point"] = self.entry_point
+        if self.checkers:
+            out["checkers"] = dict(self.checkers)
+        if self.record:
+            out["record"] = True
         return out
 
     def to_json(self) -> str:
@@ -215,7 +300,7 @@ class Job:
     @classmethod
     def from_dict(cls, data: Any) -> Job:
         _want(isinstance(data, dict), "job", "must be a JSON object")
-        extra = sorted(set(data) - {"language", "program", "tests", "limits", "entry_point"})
+        extra = sorted(set(data) - {"language", "program", "tests", "limits", "entry_point", "checkers", "record"})
         _want(not extra, "job", f"has unknown keys {extra}")
         _want(isinstance(data.get("program"), str), "program", "must be a string")
         tests = data.get("tests")
@@ -243,6 +328,8 @@ class Job:
             language=data.get("language", "python"),
             limits=Limits(timeout_s=float(timeout) if timeout is not None else None, memory_mb=memory),
             entry_point=data.get("entry_point"),
+            checkers=data.get("checkers") or {},
+            record=data.get("record", False) is True,
         )
 
     @classmethod
@@ -272,6 +359,8 @@ class TestResult:
     attested: bool = True
     """False when the test's asserts ran next to the program (JavaScript and C++ script
     tests): a program written to forge that pass could (docs/sandbox.md, threat model)."""
+    value: Any = None
+    """A record job's call test: the returned value (codec tree); else None."""
 
     @property
     def passed(self) -> bool:
@@ -286,6 +375,7 @@ class TestResult:
             "stderr": self.stderr,
             "message": self.message,
             "attested": self.attested,
+            **({"value": self.value} if self.value is not None else {}),
         }
 
     @classmethod
@@ -298,6 +388,7 @@ class TestResult:
             message=str(data.get("message", "")),
             cpu_ms=float(data.get("cpu_ms", 0.0)),
             attested=bool(data.get("attested", True)),
+            value=data.get("value"),
         )
 
 

@@ -32,14 +32,19 @@ import builtins
 import json
 
 _type = type
-MAX_ITEMS = 1_000_000
-"""Values with more items than this are refused (a documented limit, see docs/sandbox.md)."""
+MAX_ITEMS = 2_000_000
+"""Values with more items than this are refused (a documented limit, see docs/sandbox.md):
+a returned value over it is the verdict ``output_limit``."""
 MAX_DEPTH = 200
 _BIG = 1 << 62
 
 
 class CodecError(Exception):
     """A value cannot be encoded, or a message does not decode to one."""
+
+
+class TooLarge(CodecError):
+    """A value over :data:`MAX_ITEMS` items."""
 
 
 def encode(value, handles=None) -> str:
@@ -86,7 +91,7 @@ def to_tree(value, handles=None, _depth=0, _budget=None):
         _budget = [MAX_ITEMS]
     _budget[0] -= 1
     if _budget[0] < 0:
-        raise CodecError(f"value too large (more than {MAX_ITEMS} items)")
+        raise TooLarge(f"value too large: over the limit of {MAX_ITEMS} items (docs/sandbox.md, Values)")
     if _depth > MAX_DEPTH:
         raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
     t = _type(value)
@@ -182,20 +187,20 @@ def _as_base(value, t):
     return None
 
 
-def _from_library(body, make_handle, d):
+def _from_library(body, make_handle, d, plain=False):
     if _type(body) is not list or not body or _type(body[0]) is not str:
         raise CodecError("malformed value")
     name = body[0]
     import collections
 
     if name in ("Counter", "OrderedDict", "defaultdict") and len(body) == (3 if name == "defaultdict" else 2):
-        pairs = from_tree({"$d": body[1]}, make_handle, d)
+        pairs = from_tree({"$d": body[1]}, make_handle, d, plain)
         if name == "defaultdict":
             factory = None if body[2] is None else _builtin(body[2])
             return collections.defaultdict(factory, pairs)
         return getattr(collections, name)(pairs)
     if name == "deque" and len(body) == 3 and (body[2] is None or _type(body[2]) is int):
-        return collections.deque(from_tree(body[1], make_handle, d), body[2])
+        return collections.deque(from_tree(body[1], make_handle, d, plain), body[2])
     if name == "Fraction" and len(body) == 3:
         import fractions
 
@@ -217,18 +222,31 @@ def _builtin(name):
     return value
 
 
-def from_tree(tree, make_handle=None, _depth=0):
-    """The value of a tree made by :func:`to_tree`; strict about shapes."""
+def from_tree(tree, make_handle=None, _depth=0, plain_objects=False):
+    """The value of a tree made by :func:`to_tree`; strict about shapes.
+
+    ``plain_objects``: the form suites write (docs/sandbox.md, Values): a JSON object that is
+    not one tag is a dict with string keys, so plain JSON data reads as itself."""
     if _depth > MAX_DEPTH + 1:
         raise CodecError("value nested too deeply")
     t = _type(tree)
     if tree is None or t is bool or t is str or t is float or t is int:
         return tree
     d = _depth + 1
+    if plain_objects:
+        if t is list:
+            return [from_tree(v, None, d, True) for v in tree]
+        if t is dict and not (len(tree) == 1 and next(iter(tree)) in _TAGS and next(iter(tree)) != "$h"):
+            return {k: from_tree(v, None, d, True) for k, v in tree.items()}
+        return _tagged(tree, None, d, True)
     if t is list:
         return [from_tree(v, make_handle, d) for v in tree]
     if t is not dict or len(tree) not in (1, 2):
         raise CodecError("malformed value")
+    return _tagged(tree, make_handle, d, False)
+
+
+def _tagged(tree, make_handle, d, plain):
     tag = next(iter(tree))
     body = tree[tag]
     if tag == "$h":
@@ -239,24 +257,24 @@ def from_tree(tree, make_handle=None, _depth=0):
         raise CodecError("malformed value")
     try:
         if tag == "$t":
-            return tuple(from_tree(v, make_handle, d) for v in _list(body))
+            return tuple(from_tree(v, make_handle, d, plain) for v in _list(body))
         if tag == "$s":
-            return {from_tree(v, make_handle, d) for v in _list(body)}
+            return {from_tree(v, make_handle, d, plain) for v in _list(body)}
         if tag == "$f":
-            return frozenset(from_tree(v, make_handle, d) for v in _list(body))
+            return frozenset(from_tree(v, make_handle, d, plain) for v in _list(body))
         if tag == "$d":
             out = {}
             for pair in _list(body):
                 if _type(pair) is not list or len(pair) != 2:
                     raise CodecError("malformed dict item")
-                out[from_tree(pair[0], make_handle, d)] = from_tree(pair[1], make_handle, d)
+                out[from_tree(pair[0], make_handle, d, plain)] = from_tree(pair[1], make_handle, d, plain)
             return out
         if tag == "$b":
             return bytes.fromhex(_str(body))
         if tag == "$y":
             return bytearray.fromhex(_str(body))
         if tag == "$k":
-            return _from_library(body, make_handle, d)
+            return _from_library(body, make_handle, d, plain)
         if tag == "$q":
             return _builtin(body)
         if tag == "$c":
@@ -272,6 +290,28 @@ def from_tree(tree, make_handle=None, _depth=0):
         raise CodecError("unhashable item in a set or dict key") from None
     except ValueError:
         raise CodecError("malformed value") from None
+
+
+def suite_tree(value):
+    """``value`` in the form suites write: :func:`to_tree`, but a dict with string keys is a
+    plain JSON object (read back with ``from_tree(..., plain_objects=True)``)."""
+    return _plain_dicts(to_tree(value))
+
+
+def _plain_dicts(tree):
+    if _type(tree) is list:
+        return [_plain_dicts(v) for v in tree]
+    if _type(tree) is not dict:
+        return tree
+    tag, body = next(iter(tree.items()))
+    if tag == "$d":
+        pairs = [[_plain_dicts(k), _plain_dicts(v)] for k, v in body]
+        if all(_type(k) is str for k, _ in pairs) and not (len(pairs) == 1 and pairs[0][0] in _TAGS):
+            return {k: v for k, v in pairs}
+        return {"$d": pairs}
+    if tag in ("$t", "$s", "$f") or (tag == "$k" and body[0] != "Fraction"):
+        return {tag: _plain_dicts(body)}
+    return tree
 
 
 def _list(body) -> list:

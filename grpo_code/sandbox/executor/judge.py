@@ -318,24 +318,67 @@ def judge_loop(ctrl_fd: int) -> None:
     os._exit(code)
 
 
-def _serve_one(request: dict, fds: list[int], compiled: dict) -> dict:
-    """One test: stdout/stderr to the test's pipes, the address-space limit, the verdict."""
-    chan, out_w, err_w = fds
-    source = request["code"]
-    if source not in compiled:
+def _compiled(source: str, compiled: dict, name: str):
+    """Code objects of the suite's test and checker sources, kept across tests."""
+    key = (name, source)
+    if key not in compiled:
         if len(compiled) > 256:
             compiled.clear()
         try:
-            compiled[source] = compile(source, "test.py", "exec")
+            compiled[key] = compile(source, name, "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            compiled[source] = f"the test code does not compile: {type(exc).__name__}: {exc}"
+            compiled[key] = f"the {name[:-3]} code does not compile: {type(exc).__name__}: {exc}"
+    return compiled[key]
+
+
+def _check_one(request: dict, fds: list[int], compiled: dict) -> dict:
+    """A checker (docs/sandbox.md, Checkers) on a finished test's input, expected answer and
+    the program's answer, which arrive as codec trees in a memory file. The program's
+    processes are gone; nothing here talks to them."""
+    import marshal
+
+    (fd,) = fds
+    try:
+        with os.fdopen(fd, "rb") as f:
+            values = marshal.loads(f.read())
+        code = _compiled(request["code"], compiled, "checker.py")
+        if _type(code) is str:
+            return {"ok": False, "message": f"checker: {code}"}
+        mem = max(int(request["memory_mb"]), 1024) * MIB
+        resource.setrlimit(resource.RLIMIT_AS, (mem, resource.RLIM_INFINITY))
+        try:
+            ns = {"__name__": "checker", "__builtins__": builtins}
+            exec(code, ns)
+            check = ns.get("check")
+            if not callable(check):
+                return {"ok": False, "message": "checker: the code defines no check(input, expected, output)"}
+            answer = check(*(codec.from_tree(values[k]) for k in ("input", "expected", "output")))
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except AssertionError as exc:
+        return {"ok": False, "message": f"checker: {exc}" if str(exc) else "checker: wrong answer"}
+    except BaseException as exc:
+        return {"ok": False, "message": "checker raised " + "".join(
+            traceback.format_exception_only(_type(exc), exc)).strip()[-1500:]}
+    if _type(answer) is tuple and len(answer) == 2:
+        ok, message = answer
+        return {"ok": ok is True, "message": str(message)[:2000]}
+    return {"ok": answer is True, "message": "" if answer is True else "checker: wrong answer"}
+
+
+def _serve_one(request: dict, fds: list[int], compiled: dict) -> dict:
+    """One test: stdout/stderr to the test's pipes, the address-space limit, the verdict."""
+    if request.get("kind") == "checker":
+        return _check_one(request, fds, compiled)
+    chan, out_w, err_w = fds
+    code = _compiled(request["code"], compiled, "test.py")
     before = resource.getrusage(resource.RUSAGE_SELF)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     mem = int(request["memory_mb"]) * MIB
     resource.setrlimit(resource.RLIMIT_AS, (mem, resource.RLIM_INFINITY))
     try:
-        result = judge(compiled[source], Link(chan, int(request["max_bytes"])), request.get("entry_point"))
+        result = judge(code, Link(chan, int(request["max_bytes"])), request.get("entry_point"))
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         for stream in (sys.stdout, sys.stderr):

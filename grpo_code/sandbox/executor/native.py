@@ -18,8 +18,17 @@ import shutil
 import signal
 import time
 
-from . import spawn, verdict
-from .pychild import EXIT_HARNESS, MIB, confine, default_signals, place_fds, prepare_seccomp, set_limits
+from . import pyjob, spawn, verdict
+from .pychild import (
+    EXIT_HARNESS,
+    MIB,
+    REPORT_LIMIT,
+    confine,
+    default_signals,
+    place_fds,
+    prepare_seccomp,
+    set_limits,
+)
 
 _type = type
 _EXEC_ENV: dict = {}
@@ -75,7 +84,7 @@ def _fork_exec(limits: dict, launch, stdin_fd: int, payload_fd, timeout: float, 
     for fd in (stdin_fd, out_w, err_w, rep_w):
         os.close(fd)
     proc = spawn.Watched(pid)
-    seen = spawn.watch(proc, None, {out_r: caps[0], err_r: caps[1], rep_r: 4 * MIB}, timeout, start,
+    seen = spawn.watch(proc, None, {out_r: caps[0], err_r: caps[1], rep_r: REPORT_LIMIT}, timeout, start,
                        spare=_SPARE)
     names = {"stdout": out_r, "stderr": err_r, "report": rep_r}
     return proc, seen, names
@@ -136,7 +145,7 @@ def run_native_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
     limits = job["limits"]
     timeout = float(limits["timeout_s"])
     out_limit = int(limits.get("max_output_bytes", 65536))
-    keep = max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096) if test["kind"] == "io" else out_limit
+    keep = pyjob.output_cap(test, out_limit)
     if test["kind"] == "io" and test.get("stdin"):
         stdin_fd = spawn.memfd("stdin", test["stdin"].encode())
     else:
@@ -152,16 +161,11 @@ def run_native_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
         test, status=proc.status, timed_out=seen["timed_out"], cpu_s=seen["cpu_s"], limit_s=timeout,
         report=bufs[fd["report"]], nonce=nonce, stdout=bufs[fd["stdout"]], stderr=bufs[fd["stderr"]],
         truncated=seen["overflow"][fd["stdout"]], classify=runner.classify,
+        check=pyjob.checker_for(job, timeout), report_overflow=seen["overflow"][fd["report"]],
     )
     name, message = verdict.decide(outcome)
-    return {
-        "verdict": name,
-        "duration_ms": round(seen["duration_ms"], 3),
-        "cpu_ms": round(seen["cpu_s"] * 1000, 3),
-        "stdout": spawn.decode_output(bufs[fd["stdout"]], out_limit),
-        "stderr": spawn.decode_output(bufs[fd["stderr"]], out_limit),
-        "message": message,
-    }
+    return pyjob.test_result(outcome, name, message, seen, seen["cpu_s"], bufs[fd["stdout"]], bufs[fd["stderr"]],
+                             out_limit)
 
 
 

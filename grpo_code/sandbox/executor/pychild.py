@@ -38,6 +38,10 @@ from . import codec, protocol
 REPORT_FD = 3
 CHANNEL_FD = 4
 MIB = 1024 * 1024
+REPORT_LIMIT = 64 * MIB
+"""The most a test's report (a returned value, encoded) may take; more is ``output_limit``."""
+RECORD_OUTPUT_LIMIT = 64 * MIB
+"""The output kept of an ``io`` test in a ``record`` job (a reference's answer)."""
 EXIT_MEMORY = 86
 EXIT_HARNESS = 87
 MODULE_NAME = "solution"
@@ -296,11 +300,13 @@ def _run(request: dict) -> int:
         fn = module.__dict__.get(request["fn"])
         if fn is None:
             return done({"event": "runtime_error", "message": f"function {request['fn']!r} is not defined"})
-        args = codec.from_tree(request["args"])
-        kwargs = codec.from_tree(request["kwargs"])
+        args = codec.from_tree(request["args"], plain_objects=True)
+        kwargs = codec.from_tree(request["kwargs"], plain_objects=True)
         value = fn(*args, **kwargs)
         try:
             tree = codec.to_tree(value)
+        except codec.TooLarge as exc:
+            return done({"event": "too_large", "message": str(exc)})
         except codec.CodecError as exc:
             return done({"event": "not_plain", "message": str(exc)})
         return done({"event": "returned", "value": tree})
@@ -442,12 +448,13 @@ def warm_up(rounds: int = 30) -> None:
     for _ in range(rounds):
         request = marshal.loads(marshal.dumps({"program": _WARM_PROGRAM, "kind": "call", "cwd": "/", "fn": "f",
                                          "limits": {"timeout_s": 5, "memory_mb": 512},
-                                         "args": codec.to_tree([[3, 1, 2]]), "kwargs": codec.to_tree({"k": 2})}))
+                                         "args": [[3, 1, 2]], "kwargs": {"k": 2}}))
         for fd, mode in ((0, "r"), (1, "w")):
             io.TextIOWrapper(io.FileIO(fd, mode, closefd=False), write_through=mode == "w")
         module = types.ModuleType(MODULE_NAME)
         _exec(_compile(request["program"], "main.py", "exec"), module.__dict__)
-        value = module.f(*codec.from_tree(request["args"]), **codec.from_tree(request["kwargs"]))
+        value = module.f(*codec.from_tree(request["args"], plain_objects=True),
+                         **codec.from_tree(request["kwargs"], plain_objects=True))
         _dumps({"event": "returned", "value": codec.to_tree(value)})
         ours, theirs = socket.socketpair()
         try:

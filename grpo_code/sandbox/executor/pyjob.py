@@ -19,7 +19,10 @@ import socket
 import time
 
 from . import codec, judge, protocol, spawn, verdict
-from .pychild import MIB
+from .pychild import MIB, RECORD_OUTPUT_LIMIT, REPORT_LIMIT
+
+CHECKER_MIN_S = 10.0
+"""A checker may take this long, or twice the test's time limit if that is more."""
 
 
 class Judge:
@@ -84,9 +87,87 @@ def _request(job: dict, test: dict) -> bytes:
     request = {"program": job["program"], "kind": kind, "limits": job["limits"], "cwd": os.getcwd()}
     if kind == "call":
         request["fn"] = test["fn"]
-        request["args"] = codec.to_tree(list(test.get("args", [])))
-        request["kwargs"] = codec.to_tree(dict(test.get("kwargs", {})))
+        request["args"] = test.get("args", [])  # the suite's form (plain objects are dicts)
+        request["kwargs"] = {}
     return marshal.dumps(request)
+
+
+def output_cap(test: dict, out_limit: int) -> int:
+    """How much of a test's stdout the executor reads: enough to compare with the expected
+    output (longer is wrong anyway), all of a reference's answer in a ``record`` job."""
+    if test["kind"] != "io":
+        return out_limit
+    if test.get("_record"):
+        return RECORD_OUTPUT_LIMIT
+    return max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096)
+
+
+def checker_for(job: dict, timeout_s: float):
+    """The ``check`` callback of :class:`verdict.Outcome` for the tests of ``job``."""
+
+    def check(test: dict, input_value, expected, output) -> tuple[str, str]:
+        source = (job.get("checkers") or {}).get(test["checker"])
+        if source is None:
+            raise verdict.HarnessFailure(f"the job has no checker named {test['checker']!r}")
+        return run_checker(source, input_value, expected, output, max(CHECKER_MIN_S, 2 * timeout_s),
+                           int(job["limits"]["memory_mb"]))
+
+    return check
+
+
+def run_checker(source: str, input_value, expected, output, timeout_s: float, memory_mb: int) -> tuple[str, str]:
+    """Ask the judge to run a checker (trusted suite code) on a finished test; its values
+    travel as codec trees in a memory file. A checker that fails, hangs or dies rejects
+    the answer, with a message that says so (``tasks check`` shows it on the reference)."""
+    try:
+        payload = marshal.dumps({"input": codec.to_tree(input_value), "expected": codec.to_tree(expected),
+                                 "output": codec.to_tree(output)})
+    except codec.CodecError as exc:
+        return "fail", f"checker: cannot pass the values ({exc})"
+    JUDGE.get()
+    fd = spawn.memfd("check", payload)
+    try:
+        protocol.send_fds(JUDGE.ctrl, {"kind": "checker", "code": source, "memory_mb": memory_mb}, [fd])
+    except OSError:
+        JUDGE.close()
+        raise verdict.HarnessFailure("the judge is gone") from None
+    finally:
+        os.close(fd)
+    reply = b""
+    deadline = time.monotonic() + timeout_s
+    while not reply.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([JUDGE.ctrl], [], [], left)[0]:
+            JUDGE.close()
+            return "fail", f"checker: did not finish in {timeout_s:g} s"
+        chunk = JUDGE.ctrl.recv(65536)
+        if not chunk:
+            JUDGE.close()
+            return "fail", "checker: the judge died running it"
+        reply += chunk
+    report = json.loads(reply)
+    if report.get("ok") is True:
+        return "pass", ""
+    return "fail", str(report.get("message") or "the checker rejected the answer")[:2000]
+
+
+def test_result(outcome, name: str, message: str, seen: dict, cpu_s: float, stdout: bytes, stderr: bytes,
+                out_limit: int) -> dict:
+    """One test's entry of the result (docs/sandbox.md); a ``record`` job's passing tests
+    carry the program's answer: ``value`` (a codec tree) or the whole ``stdout``."""
+    record = outcome.test.get("_record") and name == "pass"
+    out = {
+        "verdict": name,
+        "duration_ms": round(seen["duration_ms"], 3),
+        "cpu_ms": round(cpu_s * 1000, 3),
+        "stdout": (stdout.decode("utf-8", "replace") if record
+                   else spawn.decode_output(stdout, out_limit)),
+        "stderr": spawn.decode_output(stderr, out_limit),
+        "message": message,
+    }
+    if record and outcome.test["kind"] == "call":
+        out["value"] = verdict.parse_report(outcome.report, outcome.nonce, outcome.started_marker)[1]["value"]
+    return out
 
 
 def run_python_test(job: dict, test: dict, zygote) -> dict:
@@ -94,7 +175,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     timeout = float(limits["timeout_s"])
     out_limit = int(limits.get("max_output_bytes", 65536))
     kind = test["kind"]
-    keep = max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096) if kind == "io" else out_limit
+    keep = output_cap(test, out_limit)
     if kind == "io" and test.get("stdin"):
         stdin_fd = spawn.memfd("stdin", test["stdin"].encode())
     else:
@@ -104,7 +185,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
     child_fds = [req_fd, stdin_fd, out_w, err_w, rep_w]
-    pipes = {out_r: keep, err_r: out_limit, rep_r: 4 * MIB}
+    pipes = {out_r: keep, err_r: out_limit, rep_r: REPORT_LIMIT}
     judged = None
     if kind == "script":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -158,14 +239,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
         report=bufs[rep_r], started_marker=True, judge=judge_report,
         judge_status=judged.status if judged is not None else None,
         judge_killed=bool(seen["timed_out"]), stdout=bufs[out_r], stderr=bufs[err_r],
-        truncated=seen["overflow"][out_r],
+        truncated=seen["overflow"][out_r], check=checker_for(job, timeout), report_overflow=seen["overflow"][rep_r],
     )
     name, message = verdict.decide(outcome)
-    return {
-        "verdict": name,
-        "duration_ms": round(seen["duration_ms"], 3),
-        "cpu_ms": round(cpu_s * 1000, 3),
-        "stdout": spawn.decode_output(bufs[out_r], out_limit),
-        "stderr": spawn.decode_output(bufs[err_r], out_limit),
-        "message": message,
-    }
+    return test_result(outcome, name, message, seen, cpu_s, bufs[out_r], bufs[err_r], out_limit)

@@ -14,11 +14,10 @@ happens to the program's process tree (exits, signals, a killed judge) is the pr
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 
-from . import codec
+from . import codec, compare
 from .pychild import EXIT_MEMORY
 
 _type = type
@@ -32,11 +31,13 @@ class Outcome:
     """What the executor saw of one test (see :func:`decide`)."""
 
     __slots__ = ("test", "status", "timed_out", "cpu_s", "limit_s", "report", "nonce", "started_marker",
-                 "judge", "judge_status", "judge_killed", "stdout", "stderr", "truncated", "classify")
+                 "judge", "judge_status", "judge_killed", "stdout", "stderr", "truncated", "classify", "check",
+                 "report_overflow")
 
     def __init__(self, test: dict, status=None, timed_out=None, cpu_s=0.0, limit_s=1.0, report=b"",
                  nonce=None, started_marker=False, judge=None, judge_status=None, judge_killed=False,
-                 stdout=b"", stderr=b"", truncated=False, classify=None):
+                 stdout=b"", stderr=b"", truncated=False, classify=None, check=None,
+                 report_overflow=False):
         self.test = test
         self.status = status
         """wait status of the test's process (None: unknown)"""
@@ -58,6 +59,11 @@ class Outcome:
         self.stderr = stderr
         self.truncated = truncated
         self.classify = classify
+        self.check = check
+        self.report_overflow = report_overflow
+        """the report (a returned value) was longer than the executor reads"""
+        """``check(test, input, expected, output) -> (verdict, message)``: runs the test's
+        checker (trusted suite code) out of the program's reach; see ``pyjob.run_checker``"""
 
 
 def _signal_name(signum: int) -> str:
@@ -107,6 +113,8 @@ def decide(o: Outcome) -> tuple[str, str]:
         return "timeout", _timeout_text(o)
     if o.judge is not None and o.test["kind"] == "script":
         return _judged(o, report, problem)
+    if o.report_overflow and _ended(o, None) is None:
+        return "output_limit", "the returned value is over the sandbox's size limit (docs/sandbox.md, Values)"
     return _reported(o, report, problem)
 
 
@@ -159,6 +167,8 @@ def _program_event(report) -> tuple[str, str] | None:
         return "compile_error", message
     if event in ("assertion", "system_exit", "not_plain"):
         return "fail", message
+    if event == "too_large":
+        return "output_limit", message
     if event == "runtime_error":
         return "runtime_error", message
     return None
@@ -213,7 +223,7 @@ def _reported(o: Outcome, report, problem) -> tuple[str, str]:
     code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
     if report is None:
         if kind == "io" and code == 0:
-            return judge_io(o.test, o.stdout, o.truncated)
+            return judge_io(o)
         if code == 0:
             return "fail", "the process exited with status 0 before the harness saw the test complete"
         return "runtime_error", f"exited with status {code} before the test completed"
@@ -226,100 +236,53 @@ def _reported(o: Outcome, report, problem) -> tuple[str, str]:
     if event == "completed" and kind == "script":
         return "pass", ""
     if event == "completed" and kind == "io":
-        return judge_io(o.test, o.stdout, o.truncated)
+        return judge_io(o)
     if event == "returned" and kind == "call":
         # Python reports a codec value; native harnesses plain JSON.
-        return judge_call(o.test, report.get("value"), encoded=o.started_marker)
+        return judge_call(o, report.get("value"), encoded=o.started_marker)
     return "fail", f"unexpected report {event!r} for a {kind} test"
 
 
-def judge_call(test: dict, tree, encoded: bool = True) -> tuple[str, str]:
+def judge_call(o: Outcome, tree, encoded: bool = True) -> tuple[str, str]:
+    """A returned value against the test's expected value (or its checker). ``encoded``:
+    the program's process sent a codec tree; native harnesses send plain JSON."""
+    test = o.test
     try:
-        value = codec.json_view(codec.from_tree(tree) if encoded else tree)
+        value = codec.from_tree(tree, plain_objects=not encoded)
     except codec.CodecError as exc:
         return "fail", str(exc)
     except (RecursionError, MemoryError):
-        return "fail", "returned value too deeply nested or too large"
-    expected = test.get("expected")
-    if plain_equal(value, expected, test.get("float_tol")):
+        return "output_limit", "returned value too deeply nested or too large"
+    if test.get("_record"):
         return "pass", ""
-    return "fail", f"returned {json.dumps(value)[:300]}, expected {json.dumps(expected)[:300]}"
+    expected = codec.from_tree(test["expected"], plain_objects=True) if "expected" in test else None
+    if test.get("checker"):
+        return o.check(test, list(codec.from_tree(test.get("args", []), plain_objects=True)), expected, value)
+    if "expected" not in test:
+        raise HarnessFailure("a call test without an expected value or checker")
+    if compare.values_equal(value, expected, test):
+        return "pass", ""
+    return "fail", f"returned {_show(tree)}, expected {_show(test['expected'])}"
 
 
-def judge_io(test: dict, stdout: bytes, truncated: bool) -> tuple[str, str]:
-    if truncated:
+def _show(tree) -> str:
+    text = json.dumps(tree, allow_nan=True)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def judge_io(o: Outcome) -> tuple[str, str]:
+    test = o.test
+    if o.truncated:
+        if test.get("_record"):
+            return "output_limit", "output over the sandbox's output limit"
         return "fail", "output longer than the expected output (truncated)"
-    actual = stdout.decode("utf-8", "replace")
-    if compare_output(actual, test.get("stdout", ""), test.get("compare", "lines"), test.get("float_tol")):
+    actual = o.stdout.decode("utf-8", "replace")
+    if test.get("_record"):
+        return "pass", ""
+    if test.get("checker"):
+        return o.check(test, test.get("stdin", ""), test.get("stdout"), actual)
+    if "stdout" not in test:
+        raise HarnessFailure("an io test without an expected output or checker")
+    if compare.output_equal(actual, test["stdout"], test):
         return "pass", ""
     return "fail", f"output differs from the expected output ({test.get('compare', 'lines')} comparison)"
-
-
-# --------------------------------------------------------------------------- comparisons
-
-
-def _float_or_none(token: str):
-    try:
-        return float(token)
-    except ValueError:
-        return None
-
-
-def _floats_close(a: float, b: float, tol: float) -> bool:
-    if a == b or (a != a and b != b):
-        return True
-    return abs(a - b) <= tol or abs(a - b) <= tol * max(abs(a), abs(b))
-
-
-def compare_output(actual: str, expected: str, mode: str = "lines", float_tol=None) -> bool:
-    """Compare program output with the expected output (``exact``, ``lines`` or ``tokens``)."""
-    if mode == "exact":
-        return actual == expected
-    if mode == "lines":
-        a = [line.rstrip() for line in actual.splitlines()]
-        e = [line.rstrip() for line in expected.splitlines()]
-        while a and not a[-1]:
-            a.pop()
-        while e and not e[-1]:
-            e.pop()
-        return a == e
-    if mode == "tokens":
-        a, e = actual.split(), expected.split()
-        if len(a) != len(e):
-            return False
-        for x, y in zip(a, e):
-            if x == y:
-                continue
-            if float_tol is None:
-                return False
-            fx, fy = _float_or_none(x), _float_or_none(y)
-            if fx is None or fy is None or not _floats_close(fx, fy, float_tol):
-                return False
-        return True
-    raise ValueError(f"unknown compare mode {mode!r}")
-
-
-def plain_equal(actual, expected, float_tol=None) -> bool:
-    """Strict equality of JSON-like plain data (bool is not int; int and float compare by
-    value; a float expected value allows 1e-9 relative error, an int one none)."""
-    ta, te = _type(actual), _type(expected)
-    if ta is bool or te is bool:
-        return ta is te and actual == expected
-    if ta in (int, float) and te in (int, float):
-        if te is int and float_tol is None:
-            return actual == expected  # an int answer is exact, even when it comes back as a float
-        if float_tol is None:
-            return (
-                actual == expected
-                or (actual != actual and expected != expected)
-                or (math.isfinite(actual) and math.isfinite(expected)
-                    and math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-12))
-            )
-        return _floats_close(float(actual), float(expected), float_tol)
-    if ta is not te:
-        return False
-    if ta is list:
-        return len(actual) == len(expected) and all(plain_equal(a, e, float_tol) for a, e in zip(actual, expected))
-    if ta is dict:
-        return actual.keys() == expected.keys() and all(plain_equal(actual[k], expected[k], float_tol) for k in actual)
-    return actual == expected  # str, None

@@ -1,0 +1,164 @@
+"""Checkers, rich values, record jobs and size limits, through the real executor (local
+backend; the docker backend runs the same executor, tests/test_sandbox_docker.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import need_image
+from grpo_code.config import SandboxConfig
+from grpo_code.sandbox import Job, Sandbox, Verdict
+from grpo_code.sandbox.types import CallTest, IoTest, Limits, ScriptTest
+
+ANY_PAIR = '''
+def check(input, expected, output):
+    """Any two numbers of the input whose sum is the target (several answers are right)."""
+    nums, target = input.split("\\n")[0].split(), int(input.split("\\n")[1])
+    got = output.split()
+    if len(got) != 2:
+        return False, f"expected two numbers, got {len(got)} tokens"
+    a, b = (int(x) for x in got)
+    assert a + b == target, f"{a} + {b} is not {target}"
+    return str(a) in nums and str(b) in nums
+'''
+
+ROOT = '''
+import math
+
+def check(args, expected, output):
+    xs, = args
+    return abs(sum(c * math.pow(output, i) for i, c in enumerate(xs))) <= 1e-6
+'''
+
+
+@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox(request):
+    if request.param == "docker":
+        request.getfixturevalue("docker_ready")
+        need_image("python")
+    sb = Sandbox(SandboxConfig(backend=request.param, workers=2, timeout_s=5.0, memory_mb=256))
+    yield sb
+    sb.close()
+
+
+def verdicts(result) -> list[str]:
+    return [t.verdict.value for t in result.tests]
+
+
+def test_io_checker_accepts_any_valid_answer_and_rejects_wrong_ones(sandbox):
+    stdin = "1 2 3 4\n5\n"
+    tests = (IoTest(stdin, "1 4\n", checker="pair"),)
+    programs = {
+        "print(1, 4)": "pass",
+        "print(2, 3)": "pass",  # another valid answer: an exact comparison would fail it
+        "print(4, 1)": "pass",
+        "print(0, 5)": "fail",
+        "print(2, 2)": "fail",  # sums right, but 2 appears once
+        "print('garbage')": "fail",
+        "import sys\nsys.exit(3)": "fail",  # SystemExit(3): as without a checker
+    }
+    jobs = [Job(p, tests, checkers={"pair": ANY_PAIR}) for p in programs]
+    results = sandbox.run(jobs)
+    assert [r.tests[0].verdict.value for r in results] == list(programs.values())
+    wrong = results[list(programs).index("print(0, 5)")].tests[0].message
+    assert "not in" in wrong or "wrong answer" in wrong or "0 + 5" in wrong
+
+
+def test_yes_no_in_any_case(sandbox):
+    test = IoTest("4\n", "YES\n", ignore_case=True)
+    results = sandbox.run([Job(f"print({word!r})", (test,)) for word in ("Yes", "yes", "YES", "NO")])
+    assert [r.tests[0].verdict.value for r in results] == ["pass", "pass", "pass", "fail"]
+
+
+def test_call_checker_judges_a_property(sandbox):
+    tests = (CallTest("find_zero", ([-6, 11, -6, 1],), 1.0, checker="root"),)
+    answers = {"return 1.0": "pass", "return 2.0": "pass", "return 3.0000000001": "pass", "return 2.5": "fail",
+               "return 'x'": "fail"}
+    jobs = [Job(f"def find_zero(xs):\n    {body}\n", tests, checkers={"root": ROOT}) for body in answers]
+    assert [r.tests[0].verdict.value for r in sandbox.run(jobs)] == list(answers.values())
+
+
+def test_a_broken_checker_rejects_with_its_error(sandbox):
+    checkers = {"bad": "def check(i, e, o):\n    return 1 / 0\n", "none": "x = 1\n",
+                "slow": "def check(i, e, o):\n    while True: pass\n"}
+    jobs = [Job("print(1)", (IoTest("", "1\n", checker=name),), checkers=checkers, limits=Limits(timeout_s=1))
+            for name in checkers]
+    results = sandbox.run(jobs)
+    assert [r.tests[0].verdict for r in results] == [Verdict.FAIL] * 3
+    assert "ZeroDivisionError" in results[0].tests[0].message
+    assert "defines no check" in results[1].tests[0].message
+    assert "did not finish" in results[2].tests[0].message
+    # the judge was replaced: the next checker still runs
+    [again] = sandbox.run([Job("print(1)", (IoTest("", "1\n", checker="ok"),),
+                               checkers={"ok": "def check(i, e, o):\n    return o.strip() == e.strip()\n"})])
+    assert again.status.value == "pass"
+
+
+def test_a_checker_is_out_of_the_programs_reach(sandbox):
+    if sandbox.config.backend != "docker":
+        pytest.skip("writes to every process's descriptors: docker backend only")
+    # The program tries to find and rewrite the checker's verdict: it runs after the
+    # program's processes are gone, in the judge, so there is nothing to reach.
+    program = (
+        "import os, glob\n"
+        "for p in glob.glob('/proc/[0-9]*/fd/*'):\n"
+        "    try:\n        os.write(os.open(p, os.O_WRONLY), b'{\"ok\": true}\\n')\n    except OSError:\n        pass\n"
+        "print(0, 0)\n"
+    )
+    [result] = sandbox.run([Job(program, (IoTest("1 2 3 4\n5\n", "1 4\n", checker="pair"),),
+                                checkers={"pair": ANY_PAIR})])
+    assert result.tests[0].verdict is Verdict.FAIL
+
+
+@pytest.mark.parametrize(
+    "body, expected, verdict",
+    [
+        ("return (1, 2)", {"$t": [1, 2]}, "pass"),
+        ("return {1: 'a', (2, 3): 'b'}", {"$d": [[1, "a"], [{"$t": [2, 3]}, "b"]]}, "pass"),
+        ("return {'a', 'b'}", {"$s": ["b", "a"]}, "pass"),
+        ("return frozenset({1})", {"$f": [1]}, "pass"),
+        ("return b'xy'", {"$b": "7879"}, "pass"),
+        ("return 1 + 2j", {"$c": [1, 2]}, "pass"),
+        ("return float('nan')", float("nan"), "pass"),
+        ("return 10 ** 5000", {"$i": hex(10**5000)}, "pass"),
+        ("return 10 ** 5000 + 1", {"$i": hex(10**5000)}, "fail"),
+        ("return {'a': [1, 2]}", {"a": [1, 2]}, "pass"),
+    ],
+)
+def test_rich_values_arrive_exactly(sandbox, body, expected, verdict):
+    [result] = sandbox.run([Job(f"def f(x):\n    {body}\n", (CallTest("f", ({"$t": [0]},), expected),))])
+    assert result.tests[0].verdict.value == verdict, result.tests[0].message
+
+
+def test_arguments_keep_their_types(sandbox):
+    program = "def f(t, s, d):\n    return [type(t).__name__, type(s).__name__, sorted(d)]\n"
+    args = ({"$t": [1]}, {"$s": [1]}, {"$d": [[1, 2], [3, 4]]})
+    [result] = sandbox.run([Job(program, (CallTest("f", args, ["tuple", "set", [1, 3]]),))])
+    assert result.status.value == "pass", result.tests[0].message
+
+
+def test_a_value_over_the_limits_is_its_own_verdict(sandbox):
+    tests = (CallTest("f", (), 0),)
+    results = sandbox.run([
+        Job("def f():\n    return list(range(3_000_000))\n", tests, limits=Limits(memory_mb=1024)),
+        Job("def f():\n    return 'x' * (80 * 1024 * 1024)\n", tests, limits=Limits(memory_mb=1024)),
+    ])
+    assert [r.tests[0].verdict for r in results] == [Verdict.OUTPUT_LIMIT] * 2
+    assert "limit" in results[0].tests[0].message
+
+
+def test_a_record_job_returns_the_reference_answers(sandbox):
+    program = "def f(x):\n    return (x, {x})\n\nimport sys\nif __name__ == '__main__':\n    print(sys.stdin.read() * 2)\n"
+    job = Job(program, (CallTest("f", (3,)), CallTest("f", ("a",)), IoTest("ab", None)), record=True)
+    [result] = sandbox.run([job])
+    assert verdicts(result) == ["pass", "pass", "pass"]
+    assert result.tests[0].value == {"$t": [3, {"$s": [3]}]}
+    assert result.tests[2].stdout == "abab\n"
+    # without record, a test without an expected value is refused before it runs
+    with pytest.raises(Exception, match="no expected value"):
+        Job(program, (CallTest("f", (3,)),))
+
+
+def test_script_tests_ignore_checkers(sandbox):
+    [result] = sandbox.run([Job("x = 1", (ScriptTest("assert x == 1"),), checkers={"c": "def check(i, e, o): pass"})])
+    assert result.status.value == "pass"
