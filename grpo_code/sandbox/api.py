@@ -15,7 +15,6 @@ once; the pool starts lazily on the first job and stops on ``close()``, at the e
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import threading
@@ -29,7 +28,7 @@ from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend, local_backend
 from grpo_code.sandbox.executor.runners import RUNNERS
 from grpo_code.sandbox.pool import WorkerPool, shutdown_all
-from grpo_code.sandbox.types import MAX_JOB_BYTES, Job, Result, wire_for
+from grpo_code.sandbox.types import Job, Result, Status, split_wire, wire_for
 
 BACKENDS = ("auto", "docker", "local", "ray")
 
@@ -180,24 +179,27 @@ class Sandbox:
 
     def _execute(self, pool: WorkerPool, job: Job, wire: dict[str, Any]) -> Result:
         start = time.monotonic()
-        size = len(json.dumps(wire))
-        if size > MAX_JOB_BYTES:
-            # Not retried: the same job would be too large again (docs/sandbox.md, Values).
-            return Result.infra_error(len(job.tests), f"the job is {size / 2**20:.1f} MiB of JSON, over the "
-                                      f"{MAX_JOB_BYTES >> 20} MiB limit (docs/sandbox.md, Values)")
-        result, error = pool.run(wire)
+        parts = split_wire(wire)
+        if isinstance(parts, str):
+            return Result.infra_error(len(job.tests), parts)
+        results = []
+        for part in parts:
+            result, error = pool.run(part)
+            if result is None:
+                elapsed = round((time.monotonic() - start) * 1000, 3)
+                return Result.infra_error(len(job.tests), error or "unknown sandbox failure", elapsed)
+            results.append(result)
         elapsed = round((time.monotonic() - start) * 1000, 3)
-        if result is None:
-            return Result.infra_error(len(job.tests), error or "unknown sandbox failure", elapsed)
         try:
-            parsed = Result.from_dict(result)
+            tests = tuple(t for r in results for t in Result.from_dict(r).tests)
         except (KeyError, ValueError, TypeError) as exc:
             return Result.infra_error(len(job.tests), f"malformed result from the executor: {exc}", elapsed)
-        if parsed.total != len(job.tests) or len(parsed.tests) != len(job.tests):
+        if len(tests) != len(job.tests) or any(r.get("total") != len(r.get("tests", ())) for r in results):
             return Result.infra_error(
                 len(job.tests), "the executor returned the wrong number of tests", elapsed
             )
-        return Result(parsed.status, parsed.passed, parsed.total, parsed.tests, elapsed, None)
+        passed = sum(t.passed for t in tests)
+        return Result(Status.PASS if passed == len(tests) else Status.FAIL, passed, len(tests), tests, elapsed, None)
 
     def submit(self, job: Job | dict[str, Any]) -> Future[Result]:
         """Queue one job; the future resolves to its :class:`Result`."""

@@ -22,8 +22,11 @@ from grpo_code.sandbox.executor.runners import RUNNERS
 
 LANGUAGES = tuple(RUNNERS)
 """Languages with a runner (grpo_code/sandbox/executor/runners.py); each has its own image."""
-MAX_JOB_BYTES = 32 * 1024 * 1024
-"""The largest job (its JSON) a sandbox runs; the containers' memory allows for it."""
+JOB_PART_BYTES = 16 * 1024 * 1024
+"""A job whose JSON is larger (tests with large expected values) runs as several parts of
+at most this size, one after another in one worker, and comes back as one result."""
+MAX_TEST_BYTES = 48 * 1024 * 1024
+"""The largest one test may be; the containers' memory allows for a part this large."""
 COMPARE_MODES = ("exact", "lines", "tokens")
 """How ``io`` output is compared (grpo_code/sandbox/executor/compare.py)."""
 VALUE_COMPARE_MODES = ("value", "python")
@@ -494,6 +497,29 @@ def wire_for(job: Job, config: Any) -> dict[str, Any]:
     """``wire_job`` with the limits of a ``SandboxConfig``: what a sandbox sends and a cache key hashes."""
     return wire_job(job, config.timeout_s, config.memory_mb, config.max_output_kb * 1024, config.file_size_mb,
                     config.compile_timeout_s, config.compile_memory_mb)
+
+
+def split_wire(wire: dict[str, Any], part_bytes: int = JOB_PART_BYTES) -> list[dict[str, Any]] | str:
+    """The wire job as parts of at most ``part_bytes`` of JSON (usually one part: itself),
+    or a message when one test alone is over :data:`MAX_TEST_BYTES`."""
+    if len(json.dumps(wire)) <= part_bytes:
+        return [wire]
+    base = len(json.dumps({**wire, "tests": []}))
+    parts: list[dict[str, Any]] = []
+    chunk: list[dict[str, Any]] = []
+    size = base
+    for i, test in enumerate(wire["tests"]):
+        n = len(json.dumps(test)) + 2
+        if n > MAX_TEST_BYTES:
+            return (f"test {i} is {n / 2**20:.1f} MiB of JSON, over the {MAX_TEST_BYTES >> 20} MiB limit of one test "
+                    "(docs/sandbox.md, Values)")
+        if chunk and size + n > part_bytes:
+            parts.append({**wire, "tests": chunk})
+            chunk, size = [], base
+        chunk.append(test)
+        size += n
+    parts.append({**wire, "tests": chunk})
+    return parts
 
 
 def job_deadline_s(wire: dict[str, Any]) -> float:
