@@ -93,12 +93,22 @@ def test_check_without_references_checks_nothing_and_says_so(tmp_path: Path) -> 
     bare = {k: v for k, v in GOOD.items() if k != "reference"}
     d = suite_dir(tmp_path, [bare, dict(bare, id="x/2")])
     result = runner.invoke(app, ["tasks", "check", str(d), "--backend", "local", "--json"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["reference"]["checked"] == report["reference"]["passed"] == 0
-    assert report["reference"]["missing"] == ["x/1", "x/2"] and report["empty"]["failed"] == 2
+    assert report["reference"]["no_reference"] == ["x/1", "x/2"] and report["empty"]["failed"] == 2
     result = runner.invoke(app, ["tasks", "check", str(d), "--solutions", "reference", "--backend", "local"])
-    assert result.exit_code == 1 and "nothing checked: no task has a reference" in result.stdout, result.output
+    assert result.exit_code == 0 and "no reference: none of the 2 tasks has one" in result.stdout, result.output
+    assert "pass" not in result.stdout.split("reference:")[1].split("\n")[0]
+
+
+def test_check_names_why_a_task_failed(tmp_path: Path) -> None:
+    wrong = dict(GOOD, reference="def f():\n    return 2\n")
+    d = suite_dir(tmp_path, [wrong])
+    result = runner.invoke(app, ["tasks", "check", str(d), "--backend", "local", "--json"])
+    assert result.exit_code == 1
+    why = json.loads(result.stdout)["reference"]["failures"]["x/1"]
+    assert why.startswith("test 0: fail") and "expected" in why, why
 
 
 def test_convert_refuses_to_overwrite(tmp_path: Path, benchmarks: Path) -> None:
@@ -108,8 +118,8 @@ def test_convert_refuses_to_overwrite(tmp_path: Path, benchmarks: Path) -> None:
     again = runner.invoke(app, ["tasks", "convert", "humaneval", src, str(dst)])
     assert again.exit_code == 2 and "--force" in again.stderr
     assert runner.invoke(app, ["tasks", "convert", "humaneval", src, str(dst), "--force"]).exit_code == 0
-    bad = runner.invoke(app, ["tasks", "convert", "apps", src, str(tmp_path / "x")])
-    assert bad.exit_code == 2 and "unknown format 'apps'" in bad.stderr
+    bad = runner.invoke(app, ["tasks", "convert", "leetcode", src, str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "unknown format 'leetcode'" in bad.stderr
 
 
 def _check_json(args: list[str]) -> dict:
@@ -128,18 +138,29 @@ def test_demo_suite_checks_clean_over_three_repeats(docker_ready: None) -> None:
     assert report["slow"] == []
 
 
+# Tasks with a test that the empty solution (a stub returning None) passes: MBPP asserts
+# like `find_solution(4, 2, 7) == None`. They are the data's, and `tasks check` names them.
+MBPP_SANITIZED_STUB_PASSES = ["Mbpp/160", "Mbpp/395", "Mbpp/431", "Mbpp/602", "Mbpp/626", "Mbpp/737", "Mbpp/746",
+                              "Mbpp/755", "Mbpp/773", "Mbpp/781", "Mbpp/787", "Mbpp/794", "Mbpp/803", "Mbpp/804"]
+MBPP_FULL_STUB_PASSES = ["Mbpp/395", "Mbpp/431", "Mbpp/452", "Mbpp/546", "Mbpp/746", "Mbpp/755", "Mbpp/761",
+                         "Mbpp/954"]
+
+
 @pytest.mark.docker
-@pytest.mark.parametrize("fmt, src, count", [
-    ("humaneval", BENCH / "humaneval" / "HumanEval.jsonl.gz", 164),
-    ("mbpp", BENCH / "mbpp" / "sanitized-mbpp.json", 427),
-    ("mbpp", BENCH / "mbpp" / "mbpp.jsonl", 974),
+@pytest.mark.parametrize("fmt, src, count, stub_passes", [
+    ("humaneval", BENCH / "humaneval" / "HumanEval.jsonl.gz", 164, []),
+    ("mbpp", BENCH / "mbpp" / "sanitized-mbpp.json", 427, MBPP_SANITIZED_STUB_PASSES),
+    ("mbpp", BENCH / "mbpp" / "mbpp.jsonl", 974, MBPP_FULL_STUB_PASSES),
 ])
 def test_public_benchmarks_convert_and_check(docker_ready: None, benchmarks: Path, tmp_path: Path, fmt: str, src: Path,
-                                             count: int) -> None:
+                                             count: int, stub_passes: list[str]) -> None:
     dst = tmp_path / "suite"
     assert runner.invoke(app, ["tasks", "convert", fmt, str(src), str(dst)]).exit_code == 0
-    report = _check_json([str(dst)])
+    result = runner.invoke(app, ["tasks", "check", str(dst), "--backend", "docker", "--json"])
+    assert result.exit_code == (1 if stub_passes else 0), result.output
+    report = json.loads(result.stdout)
     assert report["tasks"] == count
     assert report["reference"]["passed"] == count, report["reference"]["failed"][:10]
-    assert report["empty"]["failed"] == count, report["empty"]["broken"][:10]
+    assert report["empty"]["broken"] == stub_passes
+    assert report["empty"]["failed"] == count - len(stub_passes)
     assert report["reference"]["unattested_tests"] == 0  # every Python test is judged out of process

@@ -69,7 +69,10 @@ def test_content_hash_changes_with_content(tmp_path: Path) -> None:
         (dict(GOOD, tests=[]), "tasks.jsonl:2: tests: must be a non-empty list"),
         (dict(GOOD, colour="red"), "tasks.jsonl:2: colour: unknown field"),
         (dict(GOOD, limits={"timeout_s": -1}), "tasks.jsonl:2: limits.timeout_s: -1 must be seconds"),
-        (dict(GOOD, tests=[{"kind": "call", "fn": "f", "args": []}]), "tasks.jsonl:2: tests[0].expected is missing"),
+        ({k: v for k, v in GOOD.items() if k != "reference"} | {"tests": [{"kind": "call", "fn": "f", "args": []}]},
+         "tasks.jsonl:2: tests[0]: has no expected value, and the task has no reference"),
+        (dict(GOOD, tests=[{"kind": "call", "fn": "f", "args": [], "expected": 1, "checker": "c"}]),
+         "tasks.jsonl:2: tests[0].checker: 'c' is not in the task's checkers"),
         ("{not json", "tasks.jsonl:2: not valid JSON"),
         (GOOD, "tasks.jsonl:2: id: 'x/1' already used on line 1"),
     ],
@@ -191,7 +194,7 @@ def test_missing_input_file() -> None:
 
 
 def test_wrong_format_for_file(benchmarks: Path) -> None:
-    with pytest.raises(SuiteError, match=r"mbpp.jsonl\[0\]: prompt: missing \(is this file in the format"):
+    with pytest.raises(SuiteError, match=r"mbpp.jsonl\[0\]: mbpp records, not humaneval: use the mbpp adapter"):
         adapters.convert("humaneval", str(MBPP))
 
 
@@ -228,3 +231,38 @@ def test_bad_template_is_a_user_error() -> None:
 def test_records_from_python() -> None:
     suite = suite_from_records("inline", [GOOD], "inline")
     assert suite.tasks[0].tests[0] == CallTest(fn="f", args=(), expected=1)
+
+
+def test_a_huge_integer_literal_names_its_line(tmp_path: Path) -> None:
+    big = dict(GOOD, tests=[{"kind": "call", "fn": "f", "args": [], "expected": 1}])
+    text = json.dumps(big).replace('"expected": 1', '"expected": ' + "9" * 5000)
+    with pytest.raises(SuiteError) as info:
+        load_suite(str(make_suite(tmp_path, [json.dumps(GOOD), text])))
+    assert "tasks.jsonl:2" in str(info.value) and "$i" in info.value.hint
+
+
+def test_oracle_tests_need_a_reference_and_fill_from_it(tmp_path: Path, tmp_cache: Path) -> None:
+    from grpo_code.config import SandboxConfig
+    from grpo_code.sandbox import Sandbox
+    from grpo_code.tasks import oracle
+
+    record = {"id": "o/1", "prompt": "Write f(x) returning (x, {x}).", "entry_point": "f",
+              "reference": "def f(x):\n    return (x, {x})\n",
+              "tests": [{"kind": "call", "fn": "f", "args": [2]}, {"kind": "call", "fn": "f", "args": ["a"]},
+                        {"kind": "call", "fn": "f", "args": [5], "expected": {"$t": [5, {"$s": [5]}]}}]}
+    broken = {"id": "o/2", "prompt": "p", "entry_point": "g", "reference": "def g(x):\n    return 1 // x\n",
+              "tests": [{"kind": "call", "fn": "g", "args": [1]}, {"kind": "call", "fn": "g", "args": [0]}]}
+    suite = load_suite(str(make_suite(tmp_path, [json.dumps(record), json.dumps(broken)])))
+    with pytest.raises(SuiteError, match="not computed"):
+        suite.get("o/1").job("x")
+    with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
+        resolved, failed = oracle.resolve(suite, sandbox)
+        [task] = resolved.tasks
+        assert [t.expected for t in task.tests] == [{"$t": [2, {"$s": [2]}]}, {"$t": ["a", {"$s": ["a"]}]},
+                                                     {"$t": [5, {"$s": [5]}]}]
+        assert "o/2" in failed and "test 1" in failed["o/2"] and "ZeroDivisionError" in failed["o/2"]
+        [ok, wrong] = sandbox.run([task.job(task.reference), task.job("def f(x):\n    return [x, [x]]\n")])
+        assert ok.status.value == "pass" and wrong.passed == 0
+        assert list(oracle.oracle_dir().glob("*.json.gz"))  # cached: the next resolve runs nothing
+        again, _ = oracle.resolve(suite, sandbox)
+        assert again.tasks[0] == task

@@ -86,13 +86,18 @@ def show(
 
 @command(app, "convert")
 def convert(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="humaneval, mbpp, stdio or call.")],
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="humaneval, mbpp, stdio, call, codecontests or apps.")],
     src: Annotated[str, typer.Argument(help="Input: .jsonl, .jsonl.gz, .json, .parquet or a hub dataset id.")],
     dst: Annotated[Path, typer.Argument(help="Suite directory to write (suite.yaml + tasks.jsonl).")],
     language: Annotated[str, typer.Option(help="Language of a HumanEval-style file.")] = "python",
     name: Annotated[str | None, typer.Option(help="Suite name (default: the directory name).")] = None,
-    float_tol: Annotated[float | None, typer.Option(help="stdio: compare tokens with this float tolerance.")] = None,
+    float_tol: Annotated[float | None, typer.Option(
+        help="stdio, codecontests, apps: compare tokens with this float tolerance.")] = None,
     unwrap_outputs: Annotated[bool, typer.Option(help="call: expected values are one-element lists.")] = False,
+    tests: Annotated[str | None, typer.Option(
+        help="codecontests: test groups to keep, comma-separated (default public,private,generated).")] = None,
+    split: Annotated[str | None, typer.Option(
+        help="codecontests, apps: metadata.split of every task (apps default: test).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
 ) -> None:
     """Convert a public benchmark file into a suite directory."""
@@ -109,6 +114,14 @@ def convert(
         options["float_tol"] = float_tol
     elif fmt == "call":
         options["unwrap_outputs"] = unwrap_outputs
+    if fmt in ("codecontests", "apps"):
+        options.update({k: v for k, v in (("float_tol", float_tol), ("split", split)) if v is not None})
+    elif split is not None:
+        raise SuiteError(f"--split does not apply to {fmt}", "it sets the split of codecontests and apps tasks")
+    if tests is not None:
+        if fmt != "codecontests":
+            raise SuiteError(f"--tests does not apply to {fmt}", "it selects the test groups of codecontests")
+        options["tests"] = tests
     records = adapters.convert(fmt, src, **options)
     suite = suite_from_records(name or dst.name, records, src)
     meta = {"description": f"converted from {Path(src).name} ({fmt} format)", "source": src}
@@ -116,6 +129,10 @@ def convert(
     write_suite(suite, dst)
     typer.echo(f"wrote {len(suite)} tasks to {dst} (splits: "
                + ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items())) + ")")
+    unjudged = [t.id for t in suite.tasks if t.metadata.get("needs_checker")]
+    if unjudged:
+        typer.echo(f"{len(unjudged)} tasks accept any of several answers but their tests compare exactly "
+                   "(metadata.needs_checker): give them a checker (docs/tasks.md)")
 
 
 @command(app, "check")
@@ -131,8 +148,11 @@ def check(
 ) -> None:
     """Run reference and empty solutions through the sandbox: references must pass, empties must fail.
 
-    Exits 1 when a reference (or a solution of --solutions FILE) fails, none could be
-    checked (no task has one), an empty solution passes a test, or a task is flaky.
+    The empty solution is a stub that defines the entry point and returns nothing. Tasks
+    whose expected values come from their reference get them first (cached). Exits 1 when
+    a reference (or a solution of --solutions FILE) fails, a file's solutions check
+    nothing, an empty solution passes a test, or a task is flaky; a suite without
+    references exits 0 and says "no reference".
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -181,14 +201,22 @@ def _print_report(s: dict) -> None:
         if kind in s:
             r = s[kind]
             color = "green" if not r["failed"] else "red"
-            if not r["checked"]:
-                out.print(f"{kind}: [red]nothing checked: no task has a {'reference' if kind == 'reference' else 'solution'}[/red]")
+            missing = r.get("no_reference", r.get("missing", []))
+            if not r["checked"] and kind == "reference":
+                out.print(f"reference: [yellow]no reference: none of the {s['tasks']} tasks has one, "
+                          "so no reference was checked[/yellow]")
+            elif not r["checked"]:
+                out.print("file: [red]nothing checked: the file has no solution for these tasks[/red]")
             else:
                 out.print(f"{kind}: [{color}]{r['passed']}/{r['checked']} pass[/{color}]")
-            if r["failed"]:
-                out.print(f"  failing: {names(r['failed'])}")
-            if r["missing"]:
-                out.print(f"  [yellow]no reference: {names(r['missing'])}[/yellow]")
+            for task_id in r["failed"][:20]:
+                out.print(f"  [red]{task_id}[/red]: {r['failures'].get(task_id) or 'failed'}", markup=True,
+                          highlight=False)
+            if len(r["failed"]) > 20:
+                out.print(f"  (+{len(r['failed']) - 20} more failing; --json lists all)")
+            if missing and r["checked"]:
+                out.print(f"  [yellow]no {'reference' if kind == 'reference' else 'solution'} "
+                          f"({len(missing)}): {names(missing)}[/yellow]")
             if r["flaky"]:
                 out.print(f"  [red]flaky: {names(r['flaky'])}[/red]")
             if r["infra_errors"]:
@@ -200,8 +228,11 @@ def _print_report(s: dict) -> None:
         e = s["empty"]
         color = "green" if not e["broken"] else "red"
         out.print(f"empty: [{color}]{e['failed']}/{e['checked']} fail[/{color}]")
-        if e["broken"]:
-            out.print(f"  [red]an empty solution passes a test of: {names(e['broken'])}[/red]")
+        for task_id in e["broken"][:20]:
+            out.print(f"  [red]{task_id}[/red]: the empty solution passes test(s) "
+                      f"{', '.join(map(str, e['passed_tests'].get(task_id, [])))}")
+        if e.get("skipped"):
+            out.print(f"  [yellow]not run (no expected values): {names(e['skipped'])}[/yellow]")
         if e["infra_errors"]:
             out.print(f"  [yellow]sandbox errors: {names(e['infra_errors'])}[/yellow]")
     if s["slow"]:

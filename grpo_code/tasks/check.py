@@ -1,8 +1,11 @@
 """``tasks check``: run a suite's reference (and empty) solutions through the sandbox.
 
 A healthy suite has every reference pass every test and every empty solution fail every
-test (a test that an empty program passes checks nothing). Repeating the runs finds
-flaky tasks (verdicts that change between runs); durations find slow tasks.
+test (a test that an empty program passes checks nothing). The empty solution is a stub
+that defines the entry point and returns nothing (:func:`empty_program`). Repeating the
+runs finds flaky tasks (verdicts that change between runs); durations find slow tasks.
+Tasks whose expected values come from their reference (oracles) get them first; a
+reference run against values it computed itself proves it is deterministic.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Result, Status
+from grpo_code.tasks import oracle
 from grpo_code.tasks.extract import build_program
 from grpo_code.tasks.samples import read_samples_file, sample_style
 from grpo_code.tasks.suite import Suite
@@ -28,6 +32,19 @@ class TaskCheck:
     kind: str  # reference | empty | file
     runs: list[Result] = field(default_factory=list)
     note: str = ""
+
+    def first_failure(self) -> str | None:
+        """Why the solution did not pass: the first failing test of the first bad run."""
+        if self.note and self.note != "no solution":
+            return self.note
+        for run in self.runs:
+            if run.status is Status.INFRA_ERROR:
+                return f"sandbox error: {run.error}"[:400]
+            for i, test in enumerate(run.tests):
+                if not test.passed:
+                    lines = (test.message or test.stderr or "").strip().splitlines()
+                    return f"test {i}: {test.verdict.value}" + (f": {lines[-1][:300]}" if lines else "")
+        return None
 
     @property
     def passed_all(self) -> bool:
@@ -67,8 +84,11 @@ class CheckReport:
             infra = sorted(c.task_id for c in items if c.infra)
             if kind == "empty":
                 broken = sorted(c.task_id for c in items if c.passed_any_test)
-                out["empty"] = {"checked": len(items), "failed": len(items) - len(broken), "broken": broken,
-                                "flaky": flaky, "infra_errors": infra}
+                skipped = sorted(c.task_id for c in items if not c.runs)
+                out["empty"] = {"checked": len(items) - len(skipped), "failed": len(items) - len(skipped) - len(broken),
+                                "broken": broken, "passed_tests": {c.task_id: _passed_tests(c) for c in items
+                                                                   if c.task_id in broken},
+                                "skipped": skipped, "flaky": flaky, "infra_errors": infra}
             else:
                 bad = sorted(c.task_id for c in items if not c.passed_all and c.note != "no solution")
                 missing = sorted(c.task_id for c in items if c.note == "no solution")
@@ -77,21 +97,59 @@ class CheckReport:
                 # a program written to forge them could (docs/sandbox.md, threat model).
                 unattested = sum(not t.attested for c in items for r in c.runs[:1] for t in r.tests)
                 out[kind] = {"checked": checked, "passed": checked - len(bad), "failed": bad,
-                             "missing": missing, "flaky": flaky, "infra_errors": infra, "unattested_tests": unattested}
+                             "failures": {c.task_id: c.first_failure() for c in items if c.task_id in bad},
+                             "no_reference" if kind == "reference" else "missing": missing,
+                             "flaky": flaky, "infra_errors": infra, "unattested_tests": unattested}
         return out
 
     @property
     def ok(self) -> bool:
-        """References (or a file's solutions) all pass, and at least one was checked;
-        empty solutions all fail; nothing flaky."""
+        """References (or a file's solutions) all pass; a file's solutions were checked at
+        all (a suite without references checks none, and says so); empty solutions all
+        fail; nothing flaky."""
         s = self.summary()
         good = True
         for kind in ("reference", "file"):
             if kind in s:
-                good &= s[kind]["checked"] > 0 and not s[kind]["failed"] and not s[kind]["flaky"]
+                good &= not s[kind]["failed"] and not s[kind]["flaky"]
+        if "file" in s:
+            good &= s["file"]["checked"] > 0
         if "empty" in s:
             good &= not s["empty"]["broken"] and not s["empty"]["flaky"] and not s["empty"]["infra_errors"]
         return bool(good)
+
+
+def _passed_tests(check: TaskCheck) -> list[int]:
+    return sorted({i for r in check.runs for i, t in enumerate(r.tests) if t.passed})
+
+
+def _indent_of_last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line[: len(line) - len(line.lstrip())] or "    "
+    return "    "
+
+
+def empty_program(task) -> str:
+    """The empty solution: a stub that defines the entry point and returns nothing (a
+    ``complete`` task keeps its prefix, with the helpers it defines). Where there is no
+    entry point (stdin/stdout tasks) it is the empty program."""
+    entry = task.entry_point
+    if task.language == "python":
+        stub = f"\n\ndef {entry}(*args, **kwargs):\n    return None\n" if entry else ""
+        if task.mode == "complete":
+            prefix = task.prompt.rstrip() + f"\n{_indent_of_last_line(task.prompt)}pass\n"
+            try:
+                compile(prefix, "prompt", "exec")
+            except (SyntaxError, ValueError):
+                prefix = ""
+            return prefix + stub
+        return stub.lstrip()
+    if task.mode == "complete":
+        return task.prompt.rstrip() + "\n}\n"  # close the prefix's function: returns nothing
+    if entry and task.language == "javascript":
+        return f"function {entry}() {{ return undefined; }}\n"
+    return ""
 
 
 def _solutions_file(path: Path, suite: Suite) -> dict[str, str]:
@@ -123,9 +181,12 @@ def check_suite(
     if solutions in ("both", "reference"):
         kinds["reference"] = {t.id: t.reference for t in suite.tasks}
     if solutions in ("both", "empty"):
-        kinds["empty"] = {t.id: (t.prompt if t.mode == "complete" else "") for t in suite.tasks}
+        kinds["empty"] = {t.id: empty_program(t) for t in suite.tasks}
     if not kinds:
         kinds["file"] = dict(_solutions_file(Path(solutions), suite))
+    # Expected values that come from references first (cached: computed once per suite version).
+    resolved, broken = oracle.resolve(suite, sandbox, progress=progress)
+    by_id = {t.id: t for t in resolved.tasks}
     checks: dict[str, list[TaskCheck]] = {k: [] for k in kinds}
     pending = []
     for kind, programs in kinds.items():
@@ -136,6 +197,10 @@ def check_suite(
             if program is None:
                 check.note = "no solution"
                 continue
+            if task.id in broken:  # no expected values: its reference fails its own inputs
+                check.note = broken[task.id]
+                continue
+            task = by_id[task.id]
             for _ in range(repeat):
                 pending.append((check, sandbox.submit(task.job(program))))
     total = len(pending)

@@ -17,7 +17,7 @@ from grpo_code.errors import SandboxError, SuiteError
 from grpo_code.sandbox.types import LANGUAGES, Job, Limits, TestCase, testcase_from_dict
 
 MODES = ("complete", "instruct")
-FIELDS = ("id", "prompt", "language", "tests", "mode", "entry_point", "reference", "limits", "metadata")
+FIELDS = ("id", "prompt", "language", "tests", "mode", "entry_point", "reference", "checkers", "limits", "metadata")
 
 
 @dataclass(frozen=True)
@@ -35,16 +35,28 @@ class Task:
     """A full program that passes every test (for complete mode: prefix + body)."""
     limits: Limits = field(default_factory=Limits)
     metadata: dict[str, Any] = field(default_factory=dict)
+    checkers: dict[str, str] = field(default_factory=dict)
+    """Checkers the tests name (docs/sandbox.md, Checkers): Python ``check(input, expected, output)``."""
 
     @property
     def split(self) -> str | None:
         value = self.metadata.get("split")
         return str(value) if value is not None else None
 
-    def job(self, program: str) -> Job:
-        """The sandbox job that runs ``program`` against this task's tests."""
+    @property
+    def needs_oracle(self) -> bool:
+        """Some test's expected value is to come from the reference (docs/tasks.md, Reference oracles)."""
+        return any(not getattr(t, "has_expected", True) for t in self.tests) and self.reference is not None
+
+    def job(self, program: str, record: bool = False) -> Job:
+        """The sandbox job that runs ``program`` against this task's tests (``record``: as
+        the reference whose answers become the expected values)."""
+        if self.needs_oracle and not record:
+            raise SuiteError(f"task {self.id!r}: expected values not computed from its reference yet",
+                             "resolve the suite first (grpo_code.tasks.oracle.resolve)")
         return Job(program=program, tests=self.tests, language=self.language, limits=self.limits,
-                   entry_point=self.entry_point if self.language == "python" else None)
+                   entry_point=self.entry_point if self.language == "python" else None,
+                   checkers=self.checkers, record=record)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -61,6 +73,8 @@ class Task:
         limits = self.limits.to_dict()
         if limits:
             out["limits"] = limits
+        if self.checkers:
+            out["checkers"] = self.checkers
         if self.metadata:
             out["metadata"] = self.metadata
         return out
@@ -130,6 +144,16 @@ def task_from_dict(
     metadata = data.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise bad("metadata", "must be an object")
+    checkers = data.get("checkers") or {}
+    if not isinstance(checkers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in checkers.items()):
+        raise bad("checkers", "must map names to Python source defining check(input, expected, output)")
+    for i, test in enumerate(tests):
+        name = getattr(test, "checker", None)
+        if name is not None and name not in checkers:
+            raise bad(f"tests[{i}].checker", f"{name!r} is not in the task's checkers ({', '.join(checkers) or 'none'})")
+        if not getattr(test, "has_expected", True) and name is None and data.get("reference") is None:
+            raise bad(f"tests[{i}]", "has no expected value, and the task has no reference to compute it from "
+                                     "(give the expected value, a reference, or a checker)")
     return Task(
         id=data["id"],
         prompt=data["prompt"],
@@ -140,4 +164,5 @@ def task_from_dict(
         reference=data.get("reference"),
         limits=limits,
         metadata=metadata,
+        checkers=checkers,
     )

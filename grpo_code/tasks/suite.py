@@ -142,6 +142,9 @@ def load_suite_dir(path: Path) -> Suite:
             except json.JSONDecodeError as exc:
                 raise SuiteError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})",
                                  "each line of tasks.jsonl is one JSON object") from None
+            except ValueError as exc:  # an integer past Python's 4300-digit limit
+                raise SuiteError(f"{where}: {exc}".split(";")[0],
+                                 'write large integers as {"$i": "0x..."} (docs/sandbox.md, Values)') from None
             task = task_from_dict(record, where, language, mode, limits)
             if task.id in seen:
                 raise SuiteError(f"{where}: id: {task.id!r} already used on line {seen[task.id]}", "ids must be unique")

@@ -1,0 +1,116 @@
+"""Reference oracles: expected values computed by running a task's reference.
+
+A task may give its tests' inputs only (a ``call`` test without ``expected``, an ``io``
+test without ``stdout``) and a ``reference`` program; the expected values are what the
+reference answers, as evalplus computes HumanEval+ and MBPP+ outputs. :func:`resolve` runs
+each such reference once in the sandbox as a *record* job (docs/sandbox.md, Jobs) and
+fills the values in; they are cached on disk by content (the task's record and the
+harness fingerprint), so a suite version is computed once per machine. A reference that
+fails one of its own inputs leaves its task unresolved, with the reason: ``tasks check``
+reports it, training and eval leave the task out and say so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from grpo_code.sandbox.fingerprint import harness_fingerprint
+from grpo_code.sandbox.image import cache_dir
+from grpo_code.sandbox.types import Result, Status
+from grpo_code.tasks.schema import Task
+
+SCHEMA = 1
+
+
+def oracle_dir() -> Path:
+    return cache_dir() / "oracle"
+
+
+def _key(task: Task, fingerprint: str) -> str:
+    payload = json.dumps({"schema": SCHEMA, "task": task.to_dict(), "harness": fingerprint}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _load(path: Path) -> dict[int, Any] | None:
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+        return {int(i): v for i, v in data["values"].items()}
+    except (OSError, ValueError, KeyError, TypeError, EOFError):
+        return None  # absent or torn: computed again
+
+
+def _store(path: Path, values: dict[int, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as f:
+        json.dump({"schema": SCHEMA, "values": {str(i): v for i, v in values.items()}}, f)
+    tmp.replace(path)
+
+
+def _pending(task: Task) -> list[int]:
+    return [i for i, t in enumerate(task.tests) if not getattr(t, "has_expected", True)]
+
+
+def fill(task: Task, values: dict[int, Any]) -> Task:
+    """``task`` with the recorded answers as its tests' expected values."""
+    tests = list(task.tests)
+    for i, value in values.items():
+        test = tests[i]
+        tests[i] = dataclasses.replace(test, stdout=value) if test.kind == "io" else dataclasses.replace(
+            test, expected=value)
+    return dataclasses.replace(task, tests=tuple(tests))
+
+
+def _answers(task: Task, indices: list[int], result: Result) -> tuple[dict[int, Any] | None, str | None]:
+    if result.status is Status.INFRA_ERROR:
+        return None, f"reference oracle: the sandbox failed ({result.error})"
+    values = {}
+    for i, test in zip(indices, result.tests):
+        if test.verdict.value != "pass":
+            why = (test.message or test.stderr or "").strip().splitlines()
+            return None, (f"reference oracle: the reference gives {test.verdict.value} on test {i}"
+                          + (f": {why[-1][:300]}" if why else ""))
+        values[i] = test.value if task.tests[i].kind == "call" else test.stdout
+    return values, None
+
+
+def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | None = None,
+            use_cache: bool = True) -> tuple[Any, dict[str, str]]:
+    """The suite with every oracle task's expected values filled in, and the tasks that
+    could not be (id -> why). Tasks without oracle tests are returned as they are."""
+    todo = [t for t in suite.tasks if t.needs_oracle]
+    if not todo:
+        return suite, {}
+    resolved: dict[str, Task] = {}
+    broken: dict[str, str] = {}
+    jobs = []
+    for task in todo:
+        path = oracle_dir() / f"{_key(task, harness_fingerprint(task.language, sandbox.config))}.json.gz"
+        cached = _load(path) if use_cache else None
+        indices = _pending(task)
+        if cached is not None and set(cached) == set(indices):
+            resolved[task.id] = fill(task, cached)
+            continue
+        only = dataclasses.replace(task, tests=tuple(task.tests[i] for i in indices))
+        jobs.append((task, indices, path, sandbox.submit(only.job(task.reference, record=True))))
+    for done, (task, indices, path, future) in enumerate(jobs, 1):
+        values, problem = _answers(task, indices, future.result())
+        if values is None:
+            broken[task.id] = problem or "reference oracle failed"
+        else:
+            _store(path, values)
+            resolved[task.id] = fill(task, values)
+        if progress:
+            progress(done, len(jobs))
+    tasks = tuple(resolved.get(t.id, t) for t in suite.tasks if t.id not in broken)
+    if not tasks:
+        return dataclasses.replace(suite, tasks=()), broken
+    return dataclasses.replace(suite, tasks=tasks), broken
