@@ -177,7 +177,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     from grpo_code.generation.base import resolve
     from grpo_code.rewards.functions import build_reward_funcs
     from grpo_code.sandbox import Sandbox
-    from grpo_code.tasks import load_suite, render
+    from grpo_code.tasks import load_suite, oracle, render
     from grpo_code.training.callbacks import MetricsLog, ProgressBar
     from grpo_code.training.filter import PromptFilter
     from grpo_code.training.trainer import GrpoCodeTrainer
@@ -193,9 +193,6 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         tokenizer.pad_token = tokenizer.eos_token
     style = "chat" if tokenizer.chat_template else "raw"
     system_prompt = cfg.tasks.system_prompt if cfg.tasks.system_prompt is not None else suite.system_prompt
-    rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
-            for t in train_tasks.tasks]
-    dataset = Dataset.from_list(rows)
     model = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=_dtype(cfg.model.dtype),
                                                  trust_remote_code=cfg.model.trust_remote_code)
     peft_config = None
@@ -213,6 +210,10 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         prompt_filter = PromptFilter(cfg.train.filter.history, cfg.train.filter.skip_prob, cfg.train.seed)
     with Sandbox(cfg.sandbox) as sandbox:
         log(f"sandbox: {sandbox.backend} backend, {sandbox.workers} workers")
+        train_tasks = oracle.prepare(train_tasks, sandbox, log)
+        rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
+                for t in train_tasks.tasks]
+        dataset = Dataset.from_list(rows)
         funcs = build_reward_funcs(cfg.rewards, sandbox, train_tasks, extract=cfg.tasks.extract, style=style)
         trainer = GrpoCodeTrainer(
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,

@@ -114,3 +114,22 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
     if not tasks:
         return dataclasses.replace(suite, tasks=()), broken
     return dataclasses.replace(suite, tasks=tasks), broken
+
+
+def prepare(suite: Any, sandbox: Any, log: Callable[[str], None] = print) -> Any:
+    """:func:`resolve` for training and eval: tasks whose reference fails its own inputs
+    are left out, and said so; a suite left with no task is an error."""
+    from grpo_code.errors import SuiteError
+
+    if not any(t.needs_oracle for t in suite.tasks):
+        return suite
+    log(f"computing expected values from the references of {sum(t.needs_oracle for t in suite.tasks)} tasks "
+        "(cached after the first run)")
+    resolved, broken = resolve(suite, sandbox)
+    if broken:
+        shown = ", ".join(list(broken)[:5]) + (f" (+{len(broken) - 5} more)" if len(broken) > 5 else "")
+        log(f"warning: {len(broken)} tasks left out, their reference fails its own inputs: {shown} "
+            "(`grpo-code tasks check` says why)")
+    if not resolved.tasks:
+        raise SuiteError(f"no task of suite {suite.name!r} has expected values", "run `grpo-code tasks check` on it")
+    return resolved

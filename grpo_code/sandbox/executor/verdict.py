@@ -249,6 +249,8 @@ def judge_call(o: Outcome, tree, encoded: bool = True) -> tuple[str, str]:
     test = o.test
     try:
         value = codec.from_tree(tree, plain_objects=not encoded)
+    except codec.TooLarge as exc:
+        return "output_limit", str(exc)
     except codec.CodecError as exc:
         return "fail", str(exc)
     except (RecursionError, MemoryError):
