@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
 from grpo_code.errors import SandboxError
-from grpo_code.sandbox.executor import verdict as executor
 from grpo_code.sandbox.types import (
     CallTest,
     IoTest,

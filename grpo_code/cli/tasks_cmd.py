@@ -86,7 +86,7 @@ def show(
 
 @command(app, "convert")
 def convert(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="humaneval, mbpp, stdio, call, codecontests or apps.")],
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="humaneval, mbpp, stdio, call, codecontests, apps or evalplus.")],
     src: Annotated[str, typer.Argument(help="Input: .jsonl, .jsonl.gz, .json, .parquet or a hub dataset id.")],
     dst: Annotated[Path, typer.Argument(help="Suite directory to write (suite.yaml + tasks.jsonl).")],
     language: Annotated[str, typer.Option(help="Language of a HumanEval-style file.")] = "python",
@@ -95,7 +95,8 @@ def convert(
         help="stdio, codecontests, apps: compare tokens with this float tolerance.")] = None,
     unwrap_outputs: Annotated[bool, typer.Option(help="call: expected values are one-element lists.")] = False,
     tests: Annotated[str | None, typer.Option(
-        help="codecontests: test groups to keep, comma-separated (default public,private,generated).")] = None,
+        help="codecontests: test groups to keep, comma-separated (default public,private,generated); "
+             "evalplus: base, plus or all (default).")] = None,
     split: Annotated[str | None, typer.Option(
         help="codecontests, apps: metadata.split of every task (apps default: test).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
@@ -119,8 +120,10 @@ def convert(
     elif split is not None:
         raise SuiteError(f"--split does not apply to {fmt}", "it sets the split of codecontests and apps tasks")
     if tests is not None:
-        if fmt != "codecontests":
-            raise SuiteError(f"--tests does not apply to {fmt}", "it selects the test groups of codecontests")
+        if fmt not in ("codecontests", "evalplus"):
+            raise SuiteError(f"--tests does not apply to {fmt}",
+                             "it selects the test groups of codecontests (public,private,generated) and evalplus "
+                             "(base, plus or all)")
         options["tests"] = tests
     records = adapters.convert(fmt, src, **options)
     suite = suite_from_records(name or dst.name, records, src)

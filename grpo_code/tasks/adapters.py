@@ -14,6 +14,11 @@ Hugging Face dataset id (``org/name[@split]``) where the hub is reachable.
 - ``stdio``: APPS / CodeContests style: a problem text and stdin/stdout pairs.
 - ``call``: LiveCodeBench / TACO functional style: a function name, argument lists and
   expected return values.
+- ``codecontests``, ``apps``: those datasets with their test groups, limits, call-based
+  problems and judging notes kept (:mod:`grpo_code.tasks.contests`).
+
+Records of a clearly different known format are refused with the adapter to use, rather
+than converted with tests missing (HumanEval+ records read as HumanEval lose their plus tests).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import MissingFileError, SuiteError
+from grpo_code.tasks.contests import apps, codecontests
+from grpo_code.tasks.evalplus import evalplus
 
 Record = dict[str, Any]
 
@@ -87,6 +94,36 @@ def _need(record: Record, key: str, where: str) -> Any:
     return record[key]
 
 
+def _known_shape(record: Record) -> str | None:
+    """The adapter whose format ``record`` clearly has, by its fields (None: not sure)."""
+    if "plus_input" in record or "base_input" in record:
+        return "evalplus"
+    if any(k in record for k in ("public_tests", "private_tests", "generated_tests")) or (
+            "problem" in record and "tests" in record):
+        return "codecontests"
+    if ("question" in record and "input_output" in record) or ("test_list" in record and "sample_io" in record):
+        return "apps"
+    if "test_list" in record and ("code" in record or "text" in record):
+        return "mbpp"
+    if "prompt" in record and ("entry_point" in record or ("task_id" in record and "test" in record)
+                               or ("tests" in record and "stop_tokens" in record)):
+        return "humaneval"
+    return None
+
+
+def wrong_adapter(record: Record, adapter: str, where: str, accepts: tuple[str, ...]) -> None:
+    """Refuse a record of another known format (``accepts``: the shapes ``adapter`` reads)."""
+    shape = _known_shape(record)
+    if shape is None or shape in accepts:
+        return
+    if shape == "evalplus":
+        plus = "MBPP+" if "assertion" in record or str(record.get("task_id", "")).startswith("Mbpp/") else "HumanEval+"
+        raise SuiteError(f"{where}: {plus} (evalplus) records: use the evalplus adapter",
+                         "`grpo-code tasks convert evalplus ...`")
+    raise SuiteError(f"{where}: {shape} records, not {adapter}: use the {shape} adapter",
+                     f"`grpo-code tasks convert {shape} ...`")
+
+
 # --------------------------------------------------------------------------- humaneval
 
 # MultiPL-E names languages by file extension.
@@ -129,6 +166,7 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
     out = []
     for i, r in enumerate(records):
         where = f"{source}[{i}]"
+        wrong_adapter(r, "humaneval", where, accepts=("humaneval",))
         declared = _LANGUAGE_ALIASES.get(str(r.get("language", "")).lower())
         if declared is not None and declared != language:
             raise SuiteError(f"{where}: the record's language is {r['language']!r}, not {language}",
@@ -179,6 +217,7 @@ def mbpp(records: list[Record], source: str = "mbpp") -> list[Record]:
     out = []
     for i, r in enumerate(records):
         where = f"{source}[{i}]"
+        wrong_adapter(r, "mbpp", where, accepts=("mbpp",))
         task_id = int(_need(r, "task_id", where))
         tests = list(_need(r, "test_list", where))
         if not tests:
@@ -227,11 +266,30 @@ def _first(record: Record, keys: tuple[str, ...]) -> Any:
     return None
 
 
-def _zip(inputs: Any, outputs: Any, where: str) -> list[tuple[Any, Any]]:
-    inputs, outputs = list(inputs or []), list(outputs or [])
+def _values(value: Any, where: str, name: str) -> list:
+    """The per-test values of one side; one string is one test, not one per character."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise SuiteError(f"{where}: {name}: is {type(value).__name__}, expected a list", "one value per test")
+    return value
+
+
+def _zip(inputs: Any, outputs: Any, where: str, names: tuple[str, str] = ("inputs", "outputs")) -> list[tuple[Any, Any]]:
+    inputs, outputs = _values(inputs, where, names[0]), _values(outputs, where, names[1])
     if len(inputs) != len(outputs):
         raise SuiteError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs", "each input needs its output")
     return list(zip(inputs, outputs, strict=True))
+
+
+def _maybe_list(value: Any) -> Any:
+    """A JSON list of test values held as text; other text is one stdin/stdout."""
+    parsed = _maybe_json(value)
+    if isinstance(parsed, list) and all(isinstance(v, (str, list)) for v in parsed):
+        return parsed
+    return value
 
 
 def _io_pairs(r: Record, where: str) -> list[tuple[Any, Any]]:
@@ -242,9 +300,9 @@ def _io_pairs(r: Record, where: str) -> list[tuple[Any, Any]]:
     for key in ("public_tests", "private_tests", "generated_tests"):
         block = _maybe_json(r.get(key))
         if isinstance(block, dict):
-            pairs += _zip(block.get("input"), block.get("output"), f"{where}: {key}")
+            pairs += _zip(block.get("input"), block.get("output"), f"{where}: {key}", ("input", "output"))
     if "inputs" in r and "outputs" in r:
-        pairs += _zip(_maybe_json(r["inputs"]), _maybe_json(r["outputs"]), where)
+        pairs += _zip(_maybe_list(r["inputs"]), _maybe_list(r["outputs"]), where)
     return pairs
 
 
@@ -268,9 +326,13 @@ def _record_id(r: Record, i: int, prefix: str) -> str:
 
 
 def stdio(records: list[Record], source: str = "stdio", float_tol: float | None = None) -> list[Record]:
+    """Any problem text with stdin/stdout pairs. CodeContests and APPS records are read
+    too, but every test lands in one list: the ``codecontests`` and ``apps`` adapters keep
+    the test groups, time and memory limits, call-based problems and judging notes."""
     out = []
     for i, r in enumerate(records):
         where = f"{source}[{i}]"
+        wrong_adapter(r, "stdio", where, accepts=("codecontests", "apps"))
         text = _first(r, ("prompt", "question", "description", "problem", "text", "question_content"))
         if text is None:
             raise SuiteError(f"{where}: problem text missing (looked for prompt, question, description, problem)",
@@ -308,6 +370,7 @@ def call(records: list[Record], source: str = "call", unwrap_outputs: bool = Fal
     out = []
     for i, r in enumerate(records):
         where = f"{source}[{i}]"
+        wrong_adapter(r, "call", where, accepts=("apps",))
         io = _maybe_json(r.get("input_output"))
         io = io if isinstance(io, dict) else r
         meta = _maybe_json(r.get("metadata"))
@@ -346,6 +409,9 @@ ADAPTERS: dict[str, Callable[..., list[Record]]] = {
     "mbpp": mbpp,
     "stdio": stdio,
     "call": call,
+    "evalplus": evalplus,
+    "codecontests": codecontests,
+    "apps": apps,
 }
 
 
