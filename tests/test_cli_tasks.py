@@ -162,5 +162,5 @@ def test_public_benchmarks_convert_and_check(docker_ready: None, benchmarks: Pat
     assert report["tasks"] == count
     assert report["reference"]["passed"] == count, report["reference"]["failed"][:10]
     assert report["empty"]["broken"] == stub_passes
-    assert report["empty"]["failed"] == count - len(stub_passes)
+    assert report["empty"]["failed"] == count  # the stub fails every task, though it passes some tests
     assert report["reference"]["unattested_tests"] == 0  # every Python test is judged out of process

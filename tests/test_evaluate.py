@@ -64,6 +64,8 @@ def test_samples_file_local_backend(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["pass_at_k"]["1"] == pytest.approx(0.5) and summary["pass_at_k"]["2"] == 1.0
     assert summary["n"] == 2 and summary["tasks"] == 18 and summary["verdicts"]["no_code"] == 18
+    assert summary["tasks_in_suite"] == 60 and len(summary["missing_tasks"]) == 42  # --split all: every task
+    assert "pass@k over 18/60 tasks" in result.stdout and "42 of 60 tasks have no samples" in result.stderr
     assert summary["suite_hash"] == demo.content_hash()
     assert set(summary) >= {"pass_at_k", "ci95", "n", "tasks", "suite_hash"}
     lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
@@ -81,9 +83,12 @@ def test_bad_samples_are_one_line_errors(tmp_path: Path, records, needle: str) -
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
-def test_k_larger_than_n_is_refused(tmp_path: Path) -> None:
+def test_k_larger_than_n_is_skipped_and_refused_when_no_k_is_left(tmp_path: Path) -> None:
     path = _samples(tmp_path, [{"task_id": "demo/001-add", "solution": "def add(a, b):\n    return a + b\n"}])
-    result = _eval_samples(path, "demo", tmp_path / "out", "--k", "1,5", "--split", "all")
+    result = _eval_samples(path, "demo", tmp_path / "out", "--k", "1,5", "--split", "1-1")
+    assert result.exit_code == 0 and "note: pass@5 skipped" in result.stderr
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["pass_at_k"] == {"1": 1.0}
+    result = _eval_samples(path, "demo", tmp_path / "out2", "--k", "5", "--split", "1-1")
     assert result.exit_code == 2 and "k=5 is larger than n=1" in result.stderr
     result = runner.invoke(app, ["eval", "smollm2-135m-instruct", "--n", "2", "--k", "4", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "k=4 is larger than n=2" in result.stderr
@@ -150,6 +155,13 @@ def test_resume_reruns_verdicts_of_another_harness(tmp_path: Path, monkeypatch: 
                                                for r in records[2:]))
     sb.config = SandboxConfig()
     assert pass_at_1() == 1.0 and sb.jobs == 8
+    # records written before verdicts were keyed by the program run (and before first_failure)
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    (out / "results.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in r.items() if k not in ("program_sha", "first_failure")}) + "\n"
+        for r in records[-2:]))
+    assert pass_at_1() == 1.0 and sb.jobs == 10
+    assert pass_at_1() == 1.0 and sb.jobs == 10
 
 
 # ------------------------------------------------------------------ resumable model evals

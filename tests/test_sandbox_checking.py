@@ -181,3 +181,54 @@ def test_a_large_job_runs_in_parts_and_comes_back_whole(sandbox, monkeypatch):
     monkeypatch.setattr("grpo_code.sandbox.types.MAX_TEST_BYTES", 1000)
     [refused] = sandbox.run([job])
     assert refused.status.value == "infra_error" and "over the" in refused.error
+
+
+# Red team, round 3: a program must not turn its wrong answer into an infra_error (which
+# masks its reward) by sending what the harness cannot decode, nor slow down the next job.
+FORGED = {
+    "deep report, io": ("import os\nos.write(3, b'[' * 200000 + b'\\n')\nprint(41)\n",
+                        IoTest("", "42\n")),
+    "deep report, call": ("import os\ndef f(x):\n    os.write(3, b'[' * 200000 + b'\\n')\n    return 41\n",
+                          CallTest("f", (1,), 42)),
+    "complex overflow": ("import os\ndef f(x):\n    os.write(3, b'{\"event\":\"returned\",\"value\":{\"$c\":[1"
+                         + "0" * 400 + ",0]}}\\n')\n    os._exit(0)\n", CallTest("f", (1,), 42)),
+    "bad Decimal": ("import os\ndef f(x):\n    os.write(3, b'{\"event\":\"returned\",\"value\":{\"$k\":"
+                    "[\"Decimal\",\"abc\"]}}\\n')\n    os._exit(0)\n", CallTest("f", (1,), 42)),
+    "complex against a big int": ("def f(n):\n    return 0j\n", CallTest("f", (400,), {"$i": hex(10**400)})),
+    "signalling NaN": ("import decimal\ndef f():\n    return decimal.Decimal('sNaN')\n",
+                       CallTest("f", (), {"$k": ["Decimal", "1.5"]})),
+    "forged manifest": ("import os, struct\nframe = b'{\"ready\":{\"X\":{\"v\":{\"$c\":[1' + b'0' * 400"
+                        " + b',0]}}}}'\nos.write(4, struct.pack('>I', len(frame)) + frame)\nos._exit(0)\n"
+                        "def f(x):\n    return 0\n", ScriptTest("assert f(1) == 42")),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGED))
+def test_undecodable_answers_are_the_programs_failure(sandbox, name):
+    if sandbox.config.backend != "docker":
+        pytest.skip("forges harness messages: docker backend only")
+    program, test = FORGED[name]
+    [result] = sandbox.run([Job(program, (test,), limits=Limits(timeout_s=3))])
+    assert result.status.value == "fail" and result.tests[0].verdict is Verdict.FAIL, result
+
+
+def test_a_stopped_judge_does_not_slow_the_next_job(sandbox):
+    if sandbox.config.backend != "docker":
+        pytest.skip("stops every process it can: docker backend only")
+    stopper = ("import os, signal\ndef add(a, b):\n    me = os.getpid()\n    for p in os.listdir('/proc'):\n"
+               "        if p.isdigit() and int(p) not in (1, me):\n"
+               "            try:\n                os.kill(int(p), signal.SIGSTOP)\n            except OSError:\n"
+               "                pass\n    return 0\n")
+    good = "def add(a, b):\n    return a + b\n"
+    one = Sandbox(SandboxConfig(backend="docker", workers=1, timeout_s=2.0, memory_mb=256))
+    try:
+        eq = {"eq": "def check(input, expected, output):\n    return output == expected\n"}
+        results = one.run([Job(good, (ScriptTest("assert add(1, 2) == 3"),)),
+                           Job(stopper, (CallTest("add", (1, 2), 3),)),
+                           Job(good, (ScriptTest("assert add(1, 2) == 3"),)),
+                           Job(stopper, (CallTest("add", (1, 2), 3),)),
+                           Job(good, (CallTest("add", (1, 2), 3, checker="eq"),), checkers=eq)])
+    finally:
+        one.close()
+    assert [r.status.value for r in results] == ["pass", "fail", "pass", "fail", "pass"], [
+        r.tests[0].message for r in results]

@@ -97,6 +97,16 @@ def test_output_comparisons(actual, expected, test, same):
         ((1.0000001,), [1.0], {"compare": "python"}, False),  # tolerance needs the same type
         (math.nan, math.nan, {"compare": "python"}, False),  # as numpy's allclose
         ({2, 1}, {1, 2}, {"compare": "python"}, True),
+        # red team, round 3: Python's hashing must not decide value equality
+        ({True, 2}, {1, 2}, {}, False),
+        ({True: "x"}, {1: "x"}, {}, False),
+        ({Fraction(1): "a", 0j: "b"}, {1: "a", 0: "b"}, {}, False),
+        ({0.5: "a"}, {0.5: "a"}, {}, True),
+        (0j, 10**400, {}, False),  # no OverflowError
+        ([0j], [10**400], {"unordered": True}, False),
+        (1.0000009, 1.0, {"compare": "python", "float_tol": 0}, False),  # an explicit 0 is 0
+        (1.0000009, 1.0, {"compare": "python", "abs_tol": 0, "rel_tol": 0}, False),
+        (1.0000009, 1.0, {"compare": "python", "abs_tol": 1e-5}, True),
     ],
 )
 def test_value_comparisons(actual, expected, test, same):

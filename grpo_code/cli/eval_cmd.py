@@ -27,7 +27,8 @@ def evaluate(
         "--stop-after-code", help="End each completion once its program is whole (code block closed), as "
         "train.stop_after_code does; hf backend. Faster on models that write prose after their code; the "
         "program scored is then the first whole one, not the last block.")] = False,
-    samples: Annotated[Path | None, typer.Option("--samples", help="Score this JSONL of task_id + completion/solution instead of generating.")] = None,
+    samples: Annotated[Path | None, typer.Option("--samples", help="Score this JSONL of task_id + completion/solution "
+                                                 "instead of generating (human-eval/evalplus formats).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (default: evals/<suite>-<split>-n<N>-t<T>-s<seed>). Reruns resume it.")] = None,
     sandbox_backend: Annotated[str | None, typer.Option("--sandbox", help="Sandbox backend: auto, docker or local.")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Run config for defaults (default: configs/demo.yaml).")] = None,
@@ -36,7 +37,8 @@ def evaluate(
     """Measure pass@k of models or checkpoints (or a samples file) on a task suite.
 
     Samples, verdicts and a summary with pass@k, 95% intervals and the suite hash are written
-    under --out; rerunning the same command resumes an interrupted eval.
+    under --out; rerunning the same command resumes an interrupted eval. k values above the
+    samples per task are skipped with a note.
     """
     from rich.console import Console
     from rich.progress import (
@@ -50,18 +52,20 @@ def evaluate(
 
     from grpo_code.config import SandboxConfig, load_config
     from grpo_code.evaluate import (
+        SAMPLES_N_IS,
         EvalError,
         EvalSettings,
         Hooks,
-        check_ks,
         eval_model,
         read_samples_file,
+        samples_n,
         score_samples,
         slug,
+        usable_ks,
     )
     from grpo_code.generation.base import load_generator
     from grpo_code.sandbox import Sandbox
-    from grpo_code.tasks import load_suite
+    from grpo_code.tasks import load_suite, oracle
 
     cfg = load_config(config, overrides or [])
     ks = cfg.eval.k if k is None else _parse_ks(k, EvalError)
@@ -77,18 +81,22 @@ def evaluate(
     err = Console(stderr=True)
     base_out = out or Path("evals") / slug(f"{suite.name}-{split_name or 'all'}-n{n}-t{temperature}-s{seed}")
 
+    def note(text: str) -> None:
+        err.print(f"note: {text}", highlight=False, markup=False, soft_wrap=True)
+
     # Everything that can fail on bad input is checked before the progress display starts.
     if samples is not None:
         if models:
             raise EvalError("give either models or --samples, not both", "run them as two evals")
-        read_samples_file(samples, suite)
+        ks = usable_ks(ks, samples_n(read_samples_file(samples, suite)), note, SAMPLES_N_IS)
         samples_out = out or Path("evals") / slug(f"samples-{samples.stem}-{suite.name}")
+    else:
+        ks = usable_ks(ks, n, note)
     if stop_after_code and (samples is not None or backend != "hf"):
         raise EvalError("--stop-after-code needs generation with the hf backend",
                         "drop --stop-after-code, or use --backend hf")
     plans = []
     for name in ([] if samples is not None else models or [cfg.model.name]):
-        check_ks(ks, n)
         settings = EvalSettings(
             model=name, suite=suite.name, suite_hash=suite.content_hash(), split=split_name, n=n,
             temperature=temperature, top_p=cfg.generation.top_p, top_k=cfg.generation.top_k,
@@ -101,6 +109,7 @@ def evaluate(
     summaries: dict[str, dict[str, Any]] = {}
     with Sandbox(sb_cfg) as sandbox, Progress(TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(),
                                               TimeElapsedColumn(), TimeRemainingColumn(), console=err) as bar:
+        suite = oracle.prepare(suite, sandbox, note)  # expected values from references, where tasks need them
         ids: dict[str, Any] = {}
 
         def start(what: str, total: int) -> None:
@@ -111,7 +120,7 @@ def evaluate(
             if what in ids:
                 bar.advance(ids[what], amount)
 
-        hooks = Hooks(start, advance)
+        hooks = Hooks(start, advance, note)
         if samples is not None:
             summaries[f"samples:{samples.name}"] = score_samples(samples, suite, ks, samples_out, sandbox, hooks,
                                                                  cfg.tasks.extract)
@@ -159,7 +168,9 @@ def _print_table(summaries: dict[str, dict[str, Any]], ks: list[int], out: Path 
     from rich.table import Table
 
     first = next(iter(summaries.values()))
-    table = Table(title=f"{first['suite']} ({first['tasks']} tasks, hash {first['suite_hash']})")
+    scored, in_suite = first["tasks"], first.get("tasks_in_suite", first["tasks"])
+    missing = first.get("missing_tasks", [])
+    table = Table(title=f"{first['suite']}: pass@k over {scored}/{in_suite} tasks (hash {first['suite_hash']})")
     table.add_column("model", overflow="fold")
     table.add_column("n", justify="right")
     for k in ks:
@@ -176,5 +187,9 @@ def _print_table(summaries: dict[str, dict[str, Any]], ks: list[int], out: Path 
         table.add_row(*row)
     console = Console()
     console.print(table)
+    if missing:
+        console.print(f"{len(missing)} of {in_suite} tasks have no samples and are not counted: "
+                      f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''} (summary.json: missing_tasks)",
+                      highlight=False, markup=False, soft_wrap=True)
     if out is not None:
         console.print(f"outputs: {out}/<model>/summary.json, samples.jsonl, results.jsonl")

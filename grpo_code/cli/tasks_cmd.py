@@ -231,9 +231,13 @@ def _print_report(s: dict) -> None:
         e = s["empty"]
         color = "green" if not e["broken"] else "red"
         out.print(f"empty: [{color}]{e['failed']}/{e['checked']} fail[/{color}]")
+        if e["broken"]:
+            out.print(f"  [red]the empty solution passes some tests of {len(e['broken'])} tasks "
+                      "(a test a stub passes checks nothing, and rewards the stub):[/red]")
         for task_id in e["broken"][:20]:
-            out.print(f"  [red]{task_id}[/red]: the empty solution passes test(s) "
-                      f"{', '.join(map(str, e['passed_tests'].get(task_id, [])))}")
+            passed = e["passed_tests"].get(task_id, [])
+            shown = ", ".join(map(str, passed[:8])) + (f" (+{len(passed) - 8} more)" if len(passed) > 8 else "")
+            out.print(f"  [red]{task_id}[/red]: test(s) {shown}")
         if e.get("skipped"):
             out.print(f"  [yellow]not run (no expected values): {names(e['skipped'])}[/yellow]")
         if e["infra_errors"]:

@@ -18,8 +18,7 @@ from typing import Any
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks import oracle
-from grpo_code.tasks.extract import build_program
-from grpo_code.tasks.samples import read_samples_file, sample_style
+from grpo_code.tasks.samples import program_from_completion, read_samples_file
 from grpo_code.tasks.suite import Suite
 
 SLOW_FRACTION = 0.5
@@ -85,7 +84,9 @@ class CheckReport:
             if kind == "empty":
                 broken = sorted(c.task_id for c in items if c.passed_any_test)
                 skipped = sorted(c.task_id for c in items if not c.runs)
-                out["empty"] = {"checked": len(items) - len(skipped), "failed": len(items) - len(skipped) - len(broken),
+                # failed: the stub fails the task; broken: it passes some test (which checks nothing)
+                failed = sum(1 for c in items if c.runs and all(r.status is Status.FAIL for r in c.runs))
+                out["empty"] = {"checked": len(items) - len(skipped), "failed": failed,
                                 "broken": broken, "passed_tests": {c.task_id: _passed_tests(c) for c in items
                                                                    if c.task_id in broken},
                                 "skipped": skipped, "flaky": flaky, "infra_errors": infra}
@@ -161,8 +162,7 @@ def _solutions_file(path: Path, suite: Suite) -> dict[str, str]:
         if "solution" in sample:
             out[sample["task_id"]] = sample["solution"]
         else:
-            task = suite.get(sample["task_id"])
-            built = build_program(task, sample["completion"], sample_style(task))
+            built = program_from_completion(suite.get(sample["task_id"]), sample["completion"])
             out[sample["task_id"]] = built.program if built.program is not None else ""
     return out
 

@@ -37,7 +37,7 @@ class Extraction:
     """``program`` is what runs (``None`` = no code found); ``how`` says which rule applied."""
 
     program: str | None
-    how: str  # fenced | unfenced | continuation | none
+    how: str  # fenced | unfenced | continuation | verbatim (samples files) | none
     cut: bool = False
     """The program runs to the end of the text (a code block never closed, code with nothing
     after it): if the completion was cut at the length limit, the program is unfinished."""

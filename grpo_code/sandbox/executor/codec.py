@@ -214,7 +214,10 @@ def _from_library(body, make_handle, d, plain=False):
     if name == "Decimal" and len(body) == 2 and _type(body[1]) is str and len(body[1]) < 10000:
         import decimal
 
-        return decimal.Decimal(body[1])
+        try:
+            return decimal.Decimal(body[1])
+        except (ArithmeticError, ValueError):
+            raise CodecError("malformed Decimal") from None
     raise CodecError("malformed value")
 
 
@@ -291,7 +294,9 @@ def _tagged(tree, make_handle, d, plain):
         return int(text, 16)
     except TypeError:
         raise CodecError("unhashable item in a set or dict key") from None
-    except ValueError:
+    except CodecError:
+        raise
+    except (ValueError, ArithmeticError):  # OverflowError of complex(), Decimal's InvalidOperation
         raise CodecError("malformed value") from None
 
 

@@ -35,13 +35,14 @@ _MATCH_LIMIT = 5000
 
 
 def tolerances(test: dict):
-    """``(abs_tol, rel_tol)`` of a test, or None when it gives none."""
+    """``(abs_tol, rel_tol)`` of a test (a part it does not give is None), or None when it
+    gives none."""
     tol = test.get("float_tol")
-    abs_tol, rel_tol = test.get("abs_tol"), test.get("rel_tol")
-    if tol is None and abs_tol is None and rel_tol is None:
+    abs_tol = test.get("abs_tol", tol)
+    rel_tol = test.get("rel_tol", tol)
+    if abs_tol is None and rel_tol is None:
         return None
-    return (float(abs_tol if abs_tol is not None else tol if tol is not None else 0.0),
-            float(rel_tol if rel_tol is not None else tol if tol is not None else 0.0))
+    return (None if abs_tol is None else float(abs_tol), None if rel_tol is None else float(rel_tol))
 
 
 def close(a, e, tol) -> bool:
@@ -50,7 +51,7 @@ def close(a, e, tol) -> bool:
         return True
     if not (math.isfinite(a) and math.isfinite(e)):
         return False
-    return abs(a - e) <= tol[0] + tol[1] * abs(e)
+    return abs(a - e) <= (tol[0] or 0.0) + (tol[1] or 0.0) * abs(e)
 
 
 # --------------------------------------------------------------------------- output
@@ -158,23 +159,21 @@ def _value_equal(a, e, tol) -> bool:
     if ta is complex or te is complex:
         if ta not in (int, float, complex) or te not in (int, float, complex):
             return False
-        a, e = complex(a), complex(e)
+        try:
+            a, e = complex(a), complex(e)
+        except OverflowError:  # an int past float range is no complex number's equal here
+            return False
         return _number_equal(a.real, e.real, tol) and _number_equal(a.imag, e.imag, tol)
     if ta in (list, tuple) and te in (list, tuple):
         return len(a) == len(e) and all(_value_equal(x, y, tol) for x, y in zip(a, e))
     if isinstance(a, (set, frozenset)) and isinstance(e, (set, frozenset)):
-        if len(a) != len(e):
-            return False
-        if a == e:
-            return True
-        return _multiset_equal(list(a), list(e), lambda x, y: _value_equal(x, y, tol), None)
+        # by value, not by Python's hashing: {True, 2} is not {1, 2}
+        return _multiset_equal(list(a), list(e), lambda x, y: _value_equal(x, y, tol), _freeze if tol is None else None)
     if isinstance(a, dict) and isinstance(e, dict):
         if len(a) != len(e):
             return False
-        for key, value in e.items():
-            if key not in a or not _value_equal(a[key], value, tol):
-                return False
-        return True
+        pairs = _match_keys(a, e)
+        return pairs is not None and all(_value_equal(x, y, tol) for x, y in pairs)
     if isinstance(a, (bytes, bytearray)) and isinstance(e, (bytes, bytearray)):
         return bytes(a) == bytes(e)
     if ta is not te:
@@ -182,6 +181,31 @@ def _value_equal(a, e, tol) -> bool:
             return _value_equal(list(a), list(e), tol)
         return False
     return a == e
+
+
+def _match_keys(a: dict, e: dict):
+    """Value pairs of two dicts whose keys are equal as values (``True`` is not ``1``), or None."""
+    try:
+        mine = {_freeze(k): v for k, v in a.items()}
+        pairs = []
+        for key, value in e.items():
+            frozen = _freeze(key)
+            if frozen not in mine:
+                return None
+            pairs.append((mine[frozen], value))
+        return pairs
+    except TypeError:  # float keys: match them one by one
+        left = list(a.items())
+        pairs = []
+        for key, value in e.items():
+            for i, (k, v) in enumerate(left):
+                if _value_equal(k, key, None):
+                    pairs.append((v, value))
+                    del left[i]
+                    break
+            else:
+                return None
+        return pairs
 
 
 def _is_floats(v) -> bool:
@@ -201,8 +225,8 @@ def _python_equal(a, e, tol, unordered) -> bool:
         return False
     if tol is None and not _is_floats(e):
         return False
-    abs_tol, rel_tol = tol if tol is not None else (0.0, 0.0)
-    effective = (abs_tol or 1e-6, rel_tol or 1e-7)
+    abs_tol, rel_tol = tol if tol is not None else (None, None)
+    effective = (1e-6 if abs_tol is None else abs_tol, 1e-7 if rel_tol is None else rel_tol)
     if _type(a) is not _type(e):
         return False
     return _allclose(a, e, effective)

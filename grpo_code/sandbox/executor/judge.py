@@ -273,7 +273,7 @@ def _namespace(link: Link, manifest, entry_point=None) -> dict:
         if what == "v":
             try:
                 ns[name] = codec.from_tree(body, link.handle)
-            except codec.CodecError as exc:
+            except (codec.CodecError, RecursionError) as exc:
                 raise ProtocolViolation(str(exc)) from None
         elif what == "m" and _type(body) is str:
             module = _module(body)
@@ -409,6 +409,8 @@ def judge(test_code, link: Link, entry_point=None) -> dict:
         return {"event": "program_gone"}
     except ProtocolViolation as exc:
         return {"event": "protocol", "message": str(exc)}
+    except Exception as exc:  # whatever the program sent, it is its own failure
+        return {"event": "protocol", "message": f"malformed names from the program ({_type(exc).__name__})"}
     if _type(test_code) is str:
         return {"event": "error", "message": test_code}
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))

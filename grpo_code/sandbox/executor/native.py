@@ -189,6 +189,7 @@ def run_with_runner(runner, job: dict) -> list[dict]:
                                 "stderr": "", "message": launch})
                 continue
             result = run_native_test(job, test, nonce, launch, runner)
+            pyjob.JUDGE.resume()
             # The asserts of a native script test run next to the program (no judge).
             result["attested"] = test["kind"] != "script"
             results.append(result)

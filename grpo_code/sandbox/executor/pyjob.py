@@ -15,6 +15,7 @@ import json
 import marshal
 import os
 import select
+import signal
 import socket
 import time
 
@@ -51,6 +52,14 @@ class Judge:
         if self.proc.pidfd is None:
             return False
         return bool(select.select([self.proc.pidfd], [], [], 0)[0])
+
+    def resume(self) -> None:
+        """Undo a SIGSTOP a program may have sent the judge (it outlives the test)."""
+        if self.proc is not None and not self.proc.exited:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
 
     @property
     def pids(self) -> tuple[int, ...]:
@@ -125,6 +134,7 @@ def run_checker(source: str, input_value, expected, output, timeout_s: float, me
     except codec.CodecError as exc:
         return "fail", f"checker: cannot pass the values ({exc})"
     JUDGE.get()
+    JUDGE.resume()
     fd = spawn.memfd("check", payload)
     try:
         protocol.send_fds(JUDGE.ctrl, {"kind": "checker", "code": source, "memory_mb": memory_mb}, [fd])
@@ -224,6 +234,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     seen = spawn.watch(main, judged, pipes, timeout, start, spare=spared(zygote),
                        report_fd=JUDGE.ctrl.fileno() if judged is not None else None)
     zygote.resume()
+    JUDGE.resume()
     bufs = seen["bufs"]
     judge_report = None
     cpu_s = seen["cpu_s"]

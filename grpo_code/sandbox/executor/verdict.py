@@ -85,7 +85,7 @@ def parse_report(raw: bytes, nonce=None, started_marker=False):
     for line in lines:
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return started, None, "unreadable report on the harness channel"
         if _type(msg) is not dict or (nonce is not None and msg.get("nonce") != nonce):
             return started, None, "forged report on the harness channel"
@@ -96,6 +96,18 @@ def parse_report(raw: bytes, nonce=None, started_marker=False):
 
 
 def decide(o: Outcome) -> tuple[str, str]:
+    """The verdict and message of one test; :class:`HarnessFailure` when the sandbox failed.
+    Once the program has run, nothing it reported or returned can make this raise
+    anything else: what cannot be judged is the program's ``fail``."""
+    try:
+        return _decide(o)
+    except HarnessFailure:
+        raise
+    except Exception as exc:
+        return "fail", f"the program's answer could not be judged ({type(exc).__name__})"
+
+
+def _decide(o: Outcome) -> tuple[str, str]:
     started, report, problem = parse_report(o.report, o.nonce, o.started_marker)
     if o.started_marker and not started:
         raise HarnessFailure(f"the test process ended before the program ran ({_status_text(o.status)})")
