@@ -59,6 +59,8 @@ def test_bad_records_name_the_record_and_field():
         evalplus([{k: v for k, v in HE.items() if k != "plus_input"}])
     with pytest.raises(SuiteError, match="base_input: must be a list of argument lists"):
         evalplus([dict(HE, base_input=[1, 2])])
+    [task] = evalplus([dict(HE, plus_input={})])  # MBPP+ v0.2.0's Mbpp/793: no plus inputs
+    assert task["metadata"]["test_groups"] == {"base": 2, "plus": 0}
 
 
 @pytest.mark.docker

@@ -146,7 +146,8 @@ def evalplus(records: list[Record], source: str = "evalplus", tests: str = "all"
                 raise SuiteError(f"{where}: {key}: missing", "is this an evalplus release file (HumanEval+ or MBPP+)?")
         dataset = "humaneval" if str(task_id).startswith("HumanEval/") else "mbpp"
         entry, atol = r["entry_point"], float(r.get("atol") or 0)
-        groups = {"base": r["base_input"], "plus": r["plus_input"]}
+        # MBPP+ v0.2.0 has `"plus_input": {}` for Mbpp/793: no inputs, as evalplus reads it.
+        groups = {k: ([] if r[f"{k}_input"] == {} else r[f"{k}_input"]) for k in ("base", "plus")}
         for name, inputs in groups.items():
             if not isinstance(inputs, list) or not all(isinstance(a, list) for a in inputs):
                 raise SuiteError(f"{where}: {name}_input: must be a list of argument lists", "check the file")
