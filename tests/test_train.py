@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import tiny_model
@@ -16,10 +19,152 @@ from grpo_code.cli import app
 from grpo_code.config import load_config
 from grpo_code.errors import ConfigError
 from grpo_code.tasks import load_suite
-from grpo_code.train import TrainError, config_diff, grpo_args, last_checkpoint, prepare_run
+from grpo_code.train import (
+    TrainError,
+    TrainSummary,
+    change_lines,
+    config_diff,
+    grpo_args,
+    last_checkpoint,
+    prepare_run,
+    quarters,
+    step_series,
+    summary_lines,
+)
+from grpo_code.training.callbacks import ProgressBar
 from grpo_code.training.filter import FilteringSampler, PromptFilter
 
 runner = CliRunner()
+
+
+def steps_of(values: list[float]) -> list[tuple[int, float]]:
+    return list(enumerate(values, start=1))
+
+
+def test_summary_of_a_noisy_short_run_says_the_change_is_noise() -> None:
+    # The issue's demo: rewards that fall from first to last quarter by less than 2 SE.
+    rewards = [0.25, 0.5, 0.25, 0.2, 0.4, 0.15, 0.3, 0.1, 0.2, 0.0, 0.25, 0.15]
+    passes = [0.25, 0.25, 0.0, 0.0, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    first, last = quarters(steps_of(rewards), steps_of(passes))
+    assert first is not None and last is not None
+    assert (first.steps, last.steps) == (3, 3)
+    assert first.reward == pytest.approx(1 / 3) and last.reward == pytest.approx(0.4 / 3)
+    assert first.reward_se == pytest.approx(0.0833333, abs=1e-6)  # sample SD 0.1443 / sqrt(3)
+    assert last.reward_se == pytest.approx(0.0726483, abs=1e-6)
+    assert first.pass_rate == pytest.approx(1 / 6) and last.pass_rate == 0.0
+    lines = change_lines(first, last, 12)
+    assert lines[0] == ("reward 0.333 ± 0.083 (first 3 steps) -> 0.133 ± 0.073 (last 3 steps); "
+                        "pass rate 0.167 -> 0.000: the change is within noise (|diff| 0.200 < 2 SE = 0.221)")
+    assert lines[1] == ("12 steps show that the pipeline runs, not that the model learns: "
+                        "`python scripts/learning_check.py` is the test of learning")
+
+
+def test_summary_names_a_rise_and_a_fall_beyond_noise() -> None:
+    up = [0.1, 0.12, 0.08, 0.3, 0.4, 0.5, 0.6, 0.62, 0.58]  # quarters of 2 steps
+    lines = change_lines(*quarters(steps_of(up), []), 9)
+    assert lines[0] == ("reward 0.110 ± 0.010 (first 2 steps) -> 0.600 ± 0.020 (last 2 steps): "
+                        "the reward rose beyond noise (+0.490, 21.9 SE)")
+    assert "held-out pass@k (`grpo-code eval`)" in lines[1] and "scripts/learning_check.py" in lines[1]
+    down = change_lines(*quarters(steps_of(up[::-1]), []), 9)
+    assert "the reward fell beyond noise (-0.490, 21.9 SE)" in down[0]
+    # No spread within either quarter and a difference: beyond noise, but no ratio to print.
+    flat = change_lines(*quarters(steps_of([0.0, 0.0, 1.0, 1.0]), []), 4)
+    assert flat[0].endswith("(first step) -> 1.000 (last step): too few steps to tell a change from noise")
+    flat = change_lines(*quarters(steps_of([0.0] * 4 + [1.0] * 4), []), 8)
+    assert flat[0].endswith("the reward rose beyond noise (+1.000, more than 2 SE)")
+    same = change_lines(*quarters(steps_of([0.5] * 8), []), 8)
+    assert "the change is within noise (|diff| 0.000 < 2 SE = 0.000)" in same[0]
+
+
+def test_summary_of_one_step_and_of_no_reward(tmp_path: Path) -> None:
+    lines = change_lines(*quarters([(1, 0.25)], [(1, 0.5)]), 1)
+    assert lines == ["reward 0.250 (one step); pass rate 0.500: nothing to compare",
+                     "1 step shows that the pipeline runs, not that the model learns: "
+                     "`python scripts/learning_check.py` is the test of learning"]
+    two = change_lines(*quarters([(1, 0.25), (2, 0.75)], []), 2)
+    assert two[0] == "reward 0.250 (first step) -> 0.750 (last step): too few steps to tell a change from noise"
+    alike = change_lines(*quarters([(1, 0.5), (2, 0.5)], [(1, 0.0), (2, 0.0)]), 2)  # two steps, equal numbers
+    assert alike[0] == ("reward 0.500 (first step) -> 0.500 (last step); pass rate 0.000 -> 0.000: "
+                        "too few steps to tell a change from noise")
+    assert quarters([], []) == (None, None)
+    summary = TrainSummary(tmp_path, tmp_path / "final", 0, None, None, 90.0)
+    lines = summary_lines(summary, "demo")
+    assert lines[0] == f"trained 0 steps in 1.5 min; run directory {tmp_path}"
+    assert lines[1] == "no reward was logged"
+    assert lines[-1] == f"evaluate it: grpo-code eval {tmp_path / 'final'} --tasks demo --n 4 --k 1,4"
+
+
+def test_step_series_reads_metrics_and_keeps_a_redone_steps_last_value(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 2, "loss": 1.0},
+            {"step": 2, "reward": 0.3}, {"step": 3, "train_runtime": 5.0}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{not json\n")
+    assert step_series(path, "reward") == [(1, 0.1), (2, 0.3)]
+    assert step_series(tmp_path / "none.jsonl", "reward") == []
+
+
+class FakeStream(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def feed(bar: ProgressBar, steps: int = 3) -> None:
+    """The events a trainer sends: begin, per step a log with the step's metrics, a final log, end."""
+    state = SimpleNamespace(is_world_process_zero=True, global_step=0, max_steps=steps)
+    bar.on_train_begin(None, state, None)
+    for step in range(1, steps + 1):
+        state.global_step = step
+        bar.on_step_end(None, state, None)
+        bar.on_log(None, state, None, logs={"loss": 0.1, "reward": step / 8, "tests/pass_rate": step / 16,
+                                            "timing/step_s": 10.0 + step})
+    bar.on_log(None, state, None, logs={"train_runtime": 33.0})  # the trainer's closing log: no line
+    bar.on_train_end(None, state, None)
+
+
+def test_progress_prints_one_flushed_line_per_step_when_output_is_not_a_terminal() -> None:
+    from rich.console import Console
+
+    out, err = FakeStream(tty=False), io.StringIO()
+    feed(ProgressBar(Console(file=err), stream=out))
+    assert out.getvalue().splitlines() == [
+        "step 1/3  reward 0.125  pass 0.062  11.0 s",
+        "step 2/3  reward 0.250  pass 0.125  12.0 s",
+        "step 3/3  reward 0.375  pass 0.188  13.0 s",
+    ]
+    assert err.getvalue() == ""  # no bar on a console that is not a terminal
+
+
+def test_progress_draws_a_bar_on_a_terminal_and_lines_only_where_output_is_redirected() -> None:
+    from rich.console import Console
+
+    # Both on a terminal: the bar alone.
+    out, err = FakeStream(tty=True), io.StringIO()
+    feed(ProgressBar(Console(file=err, force_terminal=True, width=120), stream=out))
+    assert out.getvalue() == "" and "3/3" in err.getvalue() and "reward 0.375" in err.getvalue()
+    # `grpo-code train > log` from a terminal: the bar on stderr, the lines in the log.
+    out, err = FakeStream(tty=False), io.StringIO()
+    feed(ProgressBar(Console(file=err, force_terminal=True, width=120), stream=out))
+    assert len(out.getvalue().splitlines()) == 3 and "3/3" in err.getvalue()
+    # stderr redirected, stdout a terminal: no bar can show, so the lines go to the terminal.
+    out = FakeStream(tty=True)
+    feed(ProgressBar(Console(file=io.StringIO()), stream=out), steps=2)
+    assert out.getvalue().splitlines()[-1] == "step 2/2  reward 0.250  pass 0.125  12.0 s"
+
+
+def test_progress_times_steps_by_the_clock_without_the_trainers_timing() -> None:
+    from rich.console import Console
+
+    out = FakeStream(tty=False)
+    bar = ProgressBar(Console(file=io.StringIO()), stream=out)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=0, max_steps=1)
+    bar.on_train_begin(None, state, None)
+    state.global_step = 1
+    bar.on_log(None, state, None, logs={"reward": 1.0})
+    assert re.fullmatch(r"step 1/1  reward 1\.000  pass -  \d+\.\d s\n", out.getvalue())
 
 
 def test_filter_skips_zero_advantage_tasks_and_reprobes() -> None:
@@ -288,6 +433,10 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
     result = runner.invoke(app, ["train", *tiny, f"output.dir={run}"])
     assert result.exit_code == 0, result.output
     assert "model saved to" in result.stdout and "grpo-code eval" in result.stdout
+    # Output that is not a terminal gets one line per step, and the summary says what 2 steps can't show.
+    assert re.findall(r"^step (\d)/2  reward \d\.\d{3}  pass \d\.\d{3}  [\d.]+ s$", result.stdout, re.M) == ["1", "2"]
+    assert "too few steps to tell a change from noise" in result.stdout
+    assert "scripts/learning_check.py" in result.stdout
     assert load_config(run / "config.yaml").model.name == str(tiny_model_dir)
 
     steps = [m for m in read_jsonl(run / "metrics.jsonl") if "reward" in m]

@@ -41,7 +41,7 @@ def _root(
 
 
 ConfigArg = Annotated[
-    Path | None, typer.Argument(help="Run config (YAML). Default: configs/demo.yaml.", show_default=False)
+    Path | None, typer.Argument(help="Run config: a YAML file or a bundled config's name (`grpo-code config list`). Default: demo.", show_default=False)
 ]
 OverridesArg = Annotated[
     list[str] | None, typer.Argument(help="Dotted overrides, e.g. sandbox.workers=4 train.trl.learning_rate=1e-5.")
@@ -55,7 +55,7 @@ def train(
     resume: Annotated[Path | None, typer.Option(
         "--resume", help="Continue the run in this directory from its last checkpoint (same config).")] = None,
 ) -> None:
-    """Train a model with GRPO on a task suite (default: the CPU demo, configs/demo.yaml).
+    """Train a model with GRPO on a task suite (default: the CPU demo, the bundled `demo` config).
 
     Writes the resolved config, metrics.jsonl, completions.jsonl, checkpoints and final/
     to the run directory (output.dir, default runs/<timestamp>-<name>).

@@ -16,7 +16,7 @@ app = typer.Typer(name="config", help="Show the resolved run config or validate 
 
 @command(app, "show")
 def show(
-    config: Annotated[Path | None, typer.Argument(help="Run config (YAML). Default: configs/demo.yaml.",
+    config: Annotated[Path | None, typer.Argument(help="Run config: a YAML file or a bundled config's name. Default: demo.",
                                                   show_default=False)] = None,
     overrides: Annotated[list[str] | None, typer.Argument(help="Dotted overrides, e.g. sandbox.workers=3.")] = None,
 ) -> None:
@@ -24,6 +24,18 @@ def show(
     from grpo_code.config import load_config
 
     typer.echo(load_config(config, overrides or []).to_yaml(), nl=False)
+
+
+@command(app, "list")
+def list_() -> None:
+    """List the bundled configs with their files: run configs by the name `train`/`config show`
+    take, and the launcher configs for `accelerate launch --config_file`."""
+    from grpo_code import resources
+
+    root = resources.bundled_dir("configs")
+    for path in sorted(root.rglob("*.yaml"), key=lambda p: (len(p.relative_to(root).parts), p.name)):
+        name = path.relative_to(root).with_suffix("").as_posix()
+        typer.echo(f"{name:34} {path}")
 
 
 @command(app, "validate")

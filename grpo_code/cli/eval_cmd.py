@@ -31,7 +31,7 @@ def evaluate(
                                                  "instead of generating (human-eval/evalplus formats).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (default: evals/<suite>-<split>-n<N>-t<T>-s<seed>). Reruns resume it.")] = None,
     sandbox_backend: Annotated[str | None, typer.Option("--sandbox", help="Sandbox backend: auto, docker or local.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Run config for defaults (default: configs/demo.yaml).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Run config for defaults: a YAML file or a bundled config's name (default: demo).")] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
 ) -> None:
     """Measure pass@k of models or checkpoints (or a samples file) on a task suite.

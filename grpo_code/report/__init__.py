@@ -5,7 +5,8 @@ eval: ``summary.json`` or ``<model>/summary.json``), overlays all runs in one se
 figures and all evals in another, writes them as PNGs and writes ``report.html``, which
 embeds the images as data URIs so the page can be mailed or archived alone. A plot whose
 metrics no input has is skipped with a note. matplotlib is imported here, never by the CLI
-module, so ``grpo-code --help`` stays fast.
+module, so ``grpo-code --help`` stays fast; it is the ``report`` extra
+(``pip install 'grpo-code[report]'``), and a report without it is an error that says so.
 
 Layout: ``load`` reads directories and computes the table numbers, ``plots`` draws,
 ``html`` writes the page, ``tables`` prints the terminal summary.
@@ -13,6 +14,7 @@ Layout: ``load`` reads directories and computes the table numbers, ``plots`` dra
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +52,9 @@ def build_report(dirs: list[Path], out: Path | None = None) -> Report:
     if not dirs:
         raise ReportError("no directory given", "pass one or more run or eval directories")
     items = load_dirs(dirs)
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ReportError("grpo-code report draws its plots with matplotlib, which is not installed",
+                          "pip install 'grpo-code[report]'")
     out = out or default_out(dirs)
     if out.exists() and not out.is_dir():
         raise ReportError(f"--out {out} is a file", "choose a directory for the report")

@@ -27,12 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_code import resources
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import MissingFileError, SandboxError
 from grpo_code.sandbox.types import Job, Limits, ScriptTest, Status
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_HUMANEVAL = REPO_ROOT.parent / "shared" / "benchmarks" / "humaneval" / "HumanEval.jsonl.gz"
+_CHECKOUT = resources.source_checkout()
+SHARED_HUMANEVAL = (
+    _CHECKOUT.parent / "shared" / "benchmarks" / "humaneval" / "HumanEval.jsonl.gz" if _CHECKOUT else None
+)
+"""The workspace's copy next to a source checkout (none for an installed wheel)."""
 
 # progress(label, done, total): called as work completes (label changes per phase)
 Progress = Callable[[str, int, int], None]
@@ -64,7 +68,10 @@ def default_data() -> Path | None:
     env = os.environ.get("GRPO_CODE_HUMANEVAL")
     bench = os.environ.get("GRPO_CODE_BENCHMARKS")
     candidates = [Path(env)] if env else []
-    candidates += [Path(bench) / "humaneval" / "HumanEval.jsonl.gz"] if bench else [SHARED_HUMANEVAL]
+    if bench:
+        candidates.append(Path(bench) / "humaneval" / "HumanEval.jsonl.gz")
+    elif SHARED_HUMANEVAL is not None:
+        candidates.append(SHARED_HUMANEVAL)
     for path in candidates:
         if path.is_file():
             return path
@@ -77,7 +84,7 @@ def load_humaneval(path: str | os.PathLike[str] | None = None, mismatched: bool 
     p = Path(path) if path is not None else default_data()
     if p is None or not p.is_file():
         raise MissingFileError(
-            f"HumanEval data not found ({path or SHARED_HUMANEVAL})",
+            f"HumanEval data not found ({path or SHARED_HUMANEVAL or 'no --data, GRPO_CODE_HUMANEVAL unset'})",
             "pass --data PATH to HumanEval.jsonl(.gz) or set GRPO_CODE_HUMANEVAL",
         )
     opener = gzip.open if p.suffix == ".gz" else open

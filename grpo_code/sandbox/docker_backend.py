@@ -1,17 +1,24 @@
 """The Docker backend: long-lived, locked-down containers that each run one warm executor.
 
-Each worker is a ``docker run --rm`` of the sandbox image whose executor is PID 1 of the
-container. The job channel is a unix socket: the host listens in a private directory that
-is bind-mounted read-only into that one container, the executor connects, the host checks
-(SO_PEERCRED + cgroup) that the peer is that container, then unlinks the socket. This
-bypasses the docker CLI/daemon relay of ``docker run -i`` (measured: it costs a large
-share of CPU per job). With a remote engine (``DOCKER_HOST`` not a unix socket) or
-``GRPO_CODE_SANDBOX_CHANNEL=stdio`` the channel is the container's attached stdin/stdout. Containers have no network, a read-only root,
-a tmpfs ``/tmp`` work dir (wiped by the executor after each job), memory (= memory+swap)
-and pids limits, no capabilities, no-new-privileges and a non-root user. They carry the
-label ``grpo-code.sandbox`` plus an owner label (host, pid, process start time); at start
-containers whose owner process is gone are removed. Closing stdin stops a container, so
-even a killed host process leaves nothing behind once the docker CLI sees end of input.
+The engine is driven through the Docker SDK (``docker`` package, the engine's HTTP API at
+``DOCKER_HOST`` or the default socket): no ``docker`` CLI process is started, and engine
+errors arrive typed (not found, conflict, other API errors, connection errors) and become
+one-line :class:`~grpo_code.errors.SandboxError` messages with a hint.
+
+Each worker is a container of the sandbox image (created and started through the API, with
+auto-remove) whose executor is PID 1. The job channel is a unix socket: the host listens in
+a private directory that is bind-mounted read-only into that one container, the executor
+connects, the host checks (SO_PEERCRED + cgroup) that the peer is that container, then
+unlinks the socket. With a remote engine (``DOCKER_HOST`` not a unix socket),
+``GRPO_CODE_SANDBOX_CHANNEL=stdio``, or an engine that cannot see the socket directory,
+the channel is the container's stdin/stdout through the API's attach socket instead.
+Containers have no network, a read-only root, a tmpfs ``/tmp`` work dir (wiped by the
+executor after each job), memory (= memory+swap) and pids limits, no capabilities,
+no-new-privileges and a non-root user (:func:`container_spec` lists every setting). They
+carry the label ``grpo-code.sandbox`` plus an owner label (host, pid, process start time);
+at start containers whose owner process is gone are removed. End of input on the channel
+stops a container and auto-remove deletes it, so even a killed host process leaves nothing
+behind.
 """
 
 from __future__ import annotations
@@ -24,14 +31,22 @@ import secrets
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import LogConfig, Ulimit
 
 from grpo_code.errors import SandboxError
-from grpo_code.sandbox.worker import Worker, WorkerLost, subprocess_worker
+from grpo_code.sandbox.worker import Worker, WorkerLost
 
 LABEL = "grpo-code.sandbox"
 OWNER_LABEL = "grpo-code.owner"
@@ -48,52 +63,127 @@ def image_name(language: str) -> str:
     """The image `grpo-code sandbox build --lang LANGUAGE` makes."""
     return DEFAULT_IMAGES.get(language, f"grpo-code-sandbox-{language}:latest")
 
+
 CHANNEL_PREFIX = "grpo-code-sbx-"
 CHANNEL_MOUNT = "/run/grpo-code"
 _SESSION = uuid.uuid4().hex[:8]
 _NAMES = itertools.count(1)  # container names are unique per process, across pools
 _CLEANED = False
 
+# --------------------------------------------------------------------------- the engine
 
-def _docker(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise SandboxError(
-            "the docker CLI is not installed",
-            "install docker.io, or use sandbox.backend=local (no isolation)",
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise SandboxError(
-            f"`docker {' '.join(args[:2])}` did not answer within {timeout:.0f}s",
+API_TIMEOUT_S = 120.0
+"""Seconds the engine may take to answer one API call (create, start, remove...)."""
+PROBE_TIMEOUT_S = 10.0
+"""Seconds an engine probe (version, image lookups) may take."""
+_CLIENTS: dict[tuple[Any, ...], docker.DockerClient] = {}
+_CLIENT_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
+_CLIENTS_LOCK = threading.Lock()
+ENGINE_ERRORS: tuple[type[BaseException], ...] = (
+    docker.errors.DockerException,
+    requests.exceptions.RequestException,
+)
+"""What a call of the SDK raises when the engine refuses, fails or does not answer."""
+
+
+def _engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
+
+
+def engine_error(exc: BaseException, what: str) -> SandboxError:
+    """One-line :class:`SandboxError` for an SDK exception raised while doing ``what``."""
+    detail = " ".join(str(getattr(exc, "explanation", None) or exc).split())[:300]
+    if isinstance(exc, docker.errors.ImageNotFound):
+        return SandboxError(f"{what}: image not found ({detail})", "build it with `grpo-code sandbox build`")
+    if isinstance(exc, docker.errors.NotFound):
+        return SandboxError(f"{what}: not found ({detail})", "it was removed meanwhile; rerun")
+    if isinstance(exc, docker.errors.APIError):
+        status = exc.status_code
+        if status == 409:
+            return SandboxError(
+                f"{what}: conflict ({detail})",
+                "a container of that name exists or is being removed; rerun, or remove it with `docker rm -f`",
+            )
+        return SandboxError(
+            f"{what}: the Docker engine answered {status or 'an error'} ({detail})",
+            "see the message; `grpo-code sandbox doctor` checks the engine",
+        )
+    if isinstance(exc, requests.exceptions.Timeout):
+        return SandboxError(
+            f"{what}: the Docker engine at {_engine_address()} did not answer in time",
             "check that dockerd is running and healthy",
-        ) from None
+        )
+    if isinstance(exc, requests.exceptions.ConnectionError) or (
+        isinstance(exc, docker.errors.DockerException) and "server API version" in str(exc)
+    ):
+        return SandboxError(
+            f"{what}: no Docker engine answers at {_engine_address()}",
+            "start dockerd (see docs/sandbox.md), or set sandbox.backend=local (no isolation)",
+        )
+    return SandboxError(
+        f"{what}: {type(exc).__name__}: {detail}", "`grpo-code sandbox doctor` checks the engine"
+    )
+
+
+def client(timeout: float = API_TIMEOUT_S) -> docker.DockerClient:
+    """This process's SDK client (``DOCKER_HOST`` and friends honoured), made on first use.
+
+    Raises :class:`SandboxError` when no engine answers."""
+    # A forked child must not share its parent's connections; another DOCKER_HOST is another engine.
+    key = (os.getpid(), timeout, *(os.environ.get(k) for k in _CLIENT_ENV))
+    with _CLIENTS_LOCK:
+        found = _CLIENTS.get(key)
+        if found is not None:
+            return found
+        try:
+            made = docker.from_env(timeout=int(timeout), max_pool_size=64)
+        except ENGINE_ERRORS as exc:
+            raise engine_error(exc, "connecting to the Docker engine") from None
+        _CLIENTS[key] = made
+        return made
 
 
 def engine_version() -> str | None:
     """The Docker engine's version, or None when no engine answers."""
     try:
-        out = _docker("version", "--format", "{{.Server.Version}}", timeout=10)
-    except SandboxError:
+        return str(client(PROBE_TIMEOUT_S).version().get("Version") or "") or None
+    except (SandboxError, *ENGINE_ERRORS):
         return None
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _image_attrs(image: str) -> dict[str, Any] | None:
+    """``docker image inspect`` of a local image, None when it is absent; raises
+    :class:`SandboxError` for other engine errors."""
+    try:
+        return client(PROBE_TIMEOUT_S).api.inspect_image(image)
+    except docker.errors.NotFound:
+        return None
+    except ENGINE_ERRORS as exc:
+        raise engine_error(exc, f"looking up image {image}") from None
 
 
 def image_id(image: str) -> str | None:
-    """The id of a local image, or None when it is absent."""
+    """The id of a local image, or None when it is absent (or no engine answers)."""
     try:
-        out = _docker("image", "inspect", "--format", "{{.Id}}", image, timeout=15)
+        attrs = _image_attrs(image)
     except SandboxError:
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
+    return attrs.get("Id") if attrs else None
 
 
 def image_label(image: str, label: str) -> str | None:
-    out = _docker(
-        "image", "inspect", "--format", f'{{{{index .Config.Labels "{label}"}}}}', image, timeout=15
-    )
-    value = out.stdout.strip() if out.returncode == 0 else ""
-    return value if value and value != "<no value>" else None
+    attrs = _image_attrs(image)
+    labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
+    return labels.get(label) or None
+
+
+def remove_image(image: str) -> bool:
+    """Remove a local image; False when the engine refused (in use, absent)."""
+    try:
+        client().api.remove_image(image)
+    except ENGINE_ERRORS:
+        return False
+    return True
 
 
 def _start_time(pid: int) -> str | None:
@@ -124,19 +214,20 @@ def _owner_alive(tag: str) -> bool:
 
 def list_containers(all_owners: bool = True) -> list[tuple[str, str]]:
     """(id, owner) of the labelled sandbox containers on this engine."""
-    out = _docker(
-        "ps", "-a", "--filter", f"label={LABEL}", "--format", f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}'
-    )
-    rows = [tuple((line.split(" ", 1) + [""])[:2]) for line in out.stdout.splitlines() if line.strip()]
+    try:
+        found = client().api.containers(all=True, filters={"label": LABEL})
+    except ENGINE_ERRORS as exc:
+        raise engine_error(exc, "listing sandbox containers") from None
+    rows = [(c["Id"][:12], (c.get("Labels") or {}).get(OWNER_LABEL, "")) for c in found]
     mine = owner_tag()
-    return [r for r in rows if all_owners or r[1] == mine]  # type: ignore[misc]
+    return [r for r in rows if all_owners or r[1] == mine]
 
 
 def remove_stale() -> int:
     """Remove labelled containers (and socket dirs) whose owning process is gone; returns the count."""
     stale = [cid for cid, owner in list_containers() if not _owner_alive(owner)]
-    if stale:
-        _docker("rm", "-f", *stale, timeout=60)
+    for cid in stale:
+        _remove_container(cid)
     for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{CHANNEL_PREFIX}*")):
         pid = os.path.basename(path)[len(CHANNEL_PREFIX) :].split("-")[0]
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
@@ -145,7 +236,7 @@ def remove_stale() -> int:
 
 
 def channel_mode() -> str:
-    """``socket`` (fast, needs a local engine) or ``stdio`` (docker attach)."""
+    """``socket`` (fast, needs a local engine) or ``stdio`` (the API's attach socket)."""
     forced = os.environ.get("GRPO_CODE_SANDBOX_CHANNEL", "").strip().lower()
     if forced in ("socket", "stdio"):
         return forced
@@ -157,7 +248,7 @@ def check_ready(image: str) -> None:
     """Raise a SandboxError that says what to do when the engine or image is missing."""
     if engine_version() is None:
         raise SandboxError(
-            "no Docker engine answers",
+            f"no Docker engine answers at {_engine_address()}",
             "start dockerd (see docs/sandbox.md), or set sandbox.backend=local (no isolation)",
         )
     lang = next((k for k, v in DEFAULT_IMAGES.items() if v == image), None)
@@ -176,7 +267,20 @@ def check_ready(image: str) -> None:
         )
 
 
-def container_argv(
+# --------------------------------------------------------------------------- containers
+
+
+@dataclass
+class ContainerSpec:
+    """What one sandbox container is created with: ``config`` goes to the API's
+    ``create_container`` and ``host_config`` to ``create_host_config`` (the ``docker run``
+    flag each setting stands for is noted beside it)."""
+
+    config: dict[str, Any]
+    host_config: dict[str, Any] = field(default_factory=dict)
+
+
+def container_spec(
     image: str,
     name: str,
     memory_mb: int,
@@ -184,33 +288,55 @@ def container_argv(
     tmpfs_mb: int,
     channel_dir: str | None = None,
     executor_args: tuple[str, ...] = (),
-) -> list[str]:
-    """The ``docker run`` command line of one sandbox container."""
+) -> ContainerSpec:
+    """The settings of one sandbox container (every isolation setting is here)."""
     # The container's memory must hold the executor with a job of up to MAX_JOB_BYTES (its
     # expected values, parsed), one test at its own limit and the tmpfs.
-    container_mb = memory_mb + tmpfs_mb + 640
-    mode = ["-d", "-v", f"{channel_dir}:{CHANNEL_MOUNT}:ro"] if channel_dir else ["-i", "--sig-proxy=false"]
-    return [
-        "docker", "run", *mode, "--rm",
-        "--name", name,
-        "--label", f"{LABEL}=1",
-        "--label", f"{OWNER_LABEL}={owner_tag()}",
-        "--network", "none",
-        "--read-only",
-        "--tmpfs", f"/tmp:rw,nosuid,nodev,noexec,size={tmpfs_mb}m,mode=1777",
-        "--memory", f"{container_mb}m",
-        "--memory-swap", f"{container_mb}m",
-        "--pids-limit", str(pids_limit),
-        "--cap-drop", "ALL",
-        "--security-opt", "no-new-privileges",
-        "--user", f"{SANDBOX_UID}:{SANDBOX_UID}",
-        "--log-driver", "none",
-        "--ulimit", "core=0",
-        "--workdir", "/tmp",
-        "-e", "HOME=/tmp", "-e", "TMPDIR=/tmp", "-e", "PYTHONDONTWRITEBYTECODE=1",
-        image,
-        "python3", "-I", EXECUTOR_PATH, "--workdir", "/tmp", "--scratch", "/dev/shm", *executor_args,
-    ]  # fmt: skip
+    container_bytes = (memory_mb + tmpfs_mb + 640) * 1024 * 1024
+    host_config: dict[str, Any] = {
+        "auto_remove": True,  # --rm
+        "network_mode": "none",  # --network none
+        "read_only": True,  # --read-only
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={tmpfs_mb}m,mode=1777"},  # --tmpfs
+        "mem_limit": container_bytes,  # --memory
+        "memswap_limit": container_bytes,  # --memory-swap (= memory: no swap)
+        "pids_limit": pids_limit,  # --pids-limit
+        "cap_drop": ["ALL"],  # --cap-drop ALL
+        "security_opt": ["no-new-privileges"],  # --security-opt no-new-privileges
+        "log_config": LogConfig(type="none"),  # --log-driver none
+        "ulimits": [Ulimit(name="core", soft=0, hard=0)],  # --ulimit core=0
+    }
+    if channel_dir:  # -d -v DIR:/run/grpo-code:ro
+        host_config["binds"] = {channel_dir: {"bind": CHANNEL_MOUNT, "mode": "ro"}}
+    config: dict[str, Any] = {
+        "image": image,
+        "command": [
+            "python3",
+            "-I",
+            EXECUTOR_PATH,
+            "--workdir",
+            "/tmp",
+            "--scratch",
+            "/dev/shm",
+            *executor_args,
+        ],
+        "name": name,  # --name
+        "labels": {LABEL: "1", OWNER_LABEL: owner_tag()},  # --label
+        "user": f"{SANDBOX_UID}:{SANDBOX_UID}",  # --user
+        "working_dir": "/tmp",  # --workdir
+        "environment": ["HOME=/tmp", "TMPDIR=/tmp", "PYTHONDONTWRITEBYTECODE=1"],  # -e
+        # -i (attached stdin, closed when the host's end closes) or -d
+        "stdin_open": not channel_dir,
+        "detach": bool(channel_dir),
+    }
+    return ContainerSpec(config, host_config)
+
+
+def create_container(spec: ContainerSpec) -> str:
+    """Create (not start) a container from ``spec``; returns its id. Raises the SDK's errors."""
+    api = client().api
+    created = api.create_container(**spec.config, host_config=api.create_host_config(**spec.host_config))
+    return str(created["Id"])
 
 
 class NeverConnected(WorkerLost):
@@ -239,8 +365,7 @@ class DockerFactory:
         name = f"{self.prefix}-{next(_NAMES)}"
         try:
             if self.channel == "stdio":
-                argv = container_argv(self.image, name, self.memory_mb, self.pids_limit, self.tmpfs_mb)
-                return subprocess_worker(argv, name, 60.0, after=lambda: _remove_container(name))
+                return self._attached_worker(name)
             try:
                 return self._socket_worker(name)
             except NeverConnected:
@@ -249,8 +374,17 @@ class DockerFactory:
                 self.channel = "stdio"
                 print(f"warning: {NeverConnected.__doc__}; using docker attach instead", file=sys.stderr)
                 return self(index)
+        except SandboxError as exc:
+            raise WorkerLost(str(exc)) from None
+        except ENGINE_ERRORS as exc:
+            raise WorkerLost(str(engine_error(exc, f"starting container {name}"))) from None
         except OSError as exc:
-            raise WorkerLost(f"cannot run docker: {exc}") from None
+            raise WorkerLost(f"cannot start container {name}: {exc}") from None
+
+    def _spec(self, name: str, channel_dir: str | None = None, args: tuple[str, ...] = ()) -> ContainerSpec:
+        return container_spec(
+            self.image, name, self.memory_mb, self.pids_limit, self.tmpfs_mb, channel_dir, args
+        )
 
     def _socket_worker(self, name: str) -> Worker:
         channel_dir = tempfile.mkdtemp(prefix=f"{CHANNEL_PREFIX}{os.getpid()}-")
@@ -269,14 +403,9 @@ class DockerFactory:
             listener.bind(path)
             os.chmod(path, 0o666)
             listener.listen(8)
-            argv = container_argv(
-                self.image, name, self.memory_mb, self.pids_limit, self.tmpfs_mb,
-                channel_dir, ("--connect", f"{CHANNEL_MOUNT}/{sock_name}"),
-            )  # fmt: skip
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-            if out.returncode != 0:
-                raise WorkerLost(f"docker run failed: {out.stderr.strip()[-500:]}")
-            container_id = out.stdout.strip()
+            spec = self._spec(name, channel_dir, ("--connect", f"{CHANNEL_MOUNT}/{sock_name}"))
+            container_id = create_container(spec)
+            client().api.start(container_id)
             deadline = time.monotonic() + 20.0
             while conn is None:
                 remaining = deadline - time.monotonic()
@@ -300,7 +429,7 @@ class DockerFactory:
         fd = conn.fileno()
 
         def close() -> None:
-            conn.close()  # end of input: the executor exits and --rm removes the container
+            conn.close()  # end of input: the executor exits and auto-remove removes the container
             _remove_container(name)
 
         def destroy() -> None:
@@ -308,6 +437,85 @@ class DockerFactory:
             conn.close()
 
         return Worker(name, fd, fd, close, destroy, start_timeout_s=30.0)
+
+    def _attached_worker(self, name: str) -> Worker:
+        """A worker whose channel is the container's stdin/stdout through the API's attach
+        socket (like ``docker run -i``): attached before the start, so no output is missed."""
+        api = client().api
+        try:
+            container_id = create_container(self._spec(name))
+            attached = api.attach_socket(
+                container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            api.start(container_id)
+        except BaseException:
+            _remove_container(name)
+            raise
+        return _attach_worker(name, container_id, attached)
+
+
+def _attach_worker(name: str, container_id: str, attached: Any) -> Worker:
+    """Bridge an attach socket to a :class:`Worker`: stdout frames (the stream is
+    multiplexed: 8-byte headers) are relayed to one end of a socket pair, the worker's
+    writes to the container's stdin; stderr frames are kept for diagnostics."""
+    from docker.utils.socket import STDERR, STDOUT, frames_iter
+
+    raw = attached._sock if isinstance(attached, socket.SocketIO) else attached
+    ours, theirs = socket.socketpair()
+    stderr_tail = bytearray()
+    ended = threading.Event()
+
+    def relay_out() -> None:
+        try:
+            for stream, chunk in frames_iter(raw, tty=False):
+                if stream == STDOUT:
+                    theirs.sendall(chunk)
+                elif stream == STDERR:
+                    stderr_tail.extend(chunk)
+                    del stderr_tail[:-4096]
+        except (OSError, docker.errors.DockerException):
+            pass
+        finally:
+            ended.set()
+            with contextlib.suppress(OSError):
+                theirs.shutdown(socket.SHUT_WR)
+
+    def relay_in() -> None:
+        try:
+            while chunk := theirs.recv(1 << 20):
+                raw.sendall(chunk)
+        except OSError:
+            pass
+        finally:  # end of input: the container's stdin closes (stdin_once) and the executor exits
+            with contextlib.suppress(OSError):
+                raw.shutdown(socket.SHUT_WR)
+
+    for target in (relay_out, relay_in):
+        threading.Thread(target=target, name=f"attach-{name}", daemon=True).start()
+
+    def diagnose() -> str:
+        err = stderr_tail.decode("utf-8", "replace").strip()[-500:]
+        state: dict[str, Any] = {}
+        with contextlib.suppress(SandboxError, *ENGINE_ERRORS):
+            state = client(PROBE_TIMEOUT_S).api.inspect_container(container_id).get("State") or {}
+        code = state.get("ExitCode") if state and not state.get("Running") else None
+        return f"(exit status {code}; stderr: {err!r})" if code is not None or err else ""
+
+    def finish() -> None:
+        _remove_container(name)
+        for s in (ours, theirs, raw):
+            with contextlib.suppress(OSError):
+                s.close()
+
+    def close() -> None:
+        with contextlib.suppress(OSError):
+            ours.shutdown(socket.SHUT_WR)
+        ended.wait(10)
+        finish()
+
+    fd = ours.fileno()
+    worker = Worker(name, fd, fd, close, finish, diagnose, start_timeout_s=60.0)
+    return worker
 
 
 def _peer_is_container(conn: socket.socket, container_id: str) -> bool:
@@ -324,17 +532,98 @@ def _peer_is_container(conn: socket.socket, container_id: str) -> bool:
         return pid == 0 and uid == SANDBOX_UID
 
 
-def _remove_container(name: str, patience_s: float = 10.0) -> None:
-    """``docker rm -f``, repeated while the engine answers that a removal is already under
-    way: a container's own ``--rm`` (its executor exited at end of input) racing ours can
-    leave it stuck in "Removal In Progress" until someone asks again."""
+def _remove_container(
+    name: str, patience_s: float = 10.0, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """Force-remove a container. A conflict (409: a removal already under way, e.g. its own
+    auto-remove after its executor exited at end of input, which can leave it stuck in
+    "Removal In Progress" until someone asks again) or a server error is retried for
+    ``patience_s``; not found means done; no engine means nothing to do."""
     deadline = time.monotonic() + patience_s
     while True:
         try:
-            proc = subprocess.run(["docker", "rm", "-f", name], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
+            client().api.remove_container(name, force=True)
             return
-        racing = "already in progress" in proc.stderr or "cannot remove" in proc.stderr
-        if proc.returncode == 0 or not racing or time.monotonic() > deadline:
+        except docker.errors.NotFound:
             return
-        time.sleep(0.2)
+        except docker.errors.APIError as exc:
+            retry = exc.status_code == 409 or (exc.status_code or 0) >= 500
+            if not retry or time.monotonic() > deadline:
+                return
+        except (SandboxError, *ENGINE_ERRORS):
+            return
+        sleep(0.2)
+
+
+# --------------------------------------------------------------------------- images
+
+
+def _stream_error(messages: Any) -> tuple[str | None, list[str]]:
+    """Read a JSON-message stream of the engine (build, pull, import): the first error it
+    reports (None when none) and the last lines of its output."""
+    tail: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if message.get("error") or message.get("errorDetail"):
+            detail = message.get("errorDetail") or {}
+            return " ".join(str(message.get("error") or detail.get("message") or message).split()), tail
+        line = str(message.get("stream") or message.get("status") or "").strip()
+        if line:
+            tail = [*tail[-7:], line]
+    return None, tail
+
+
+def build_image(
+    context: str, tag: str, buildargs: dict[str, str], labels: dict[str, str], timeout_s: float = 1800
+) -> None:
+    """``docker build --network none --pull=false --force-rm`` of ``context`` with the
+    legacy builder (the API's default), tagged ``tag``."""
+    what = f"docker build of {tag}"
+    try:
+        stream = client(timeout_s).api.build(
+            path=context, tag=tag, buildargs=buildargs, labels=labels, network_mode="none",
+            pull=False, rm=True, forcerm=True, decode=True,
+        )  # fmt: skip
+        error, tail = _stream_error(stream)
+    except ENGINE_ERRORS as exc:
+        raise engine_error(exc, what) from None
+    if error is not None:
+        raise SandboxError(
+            f"{what} failed: {' | '.join([*tail[-6:], error])}",
+            "see the message; rerun with GRPO_CODE_DEBUG=1",
+        )
+
+
+def pull_image(name: str, timeout_s: float = 600) -> None:
+    """``docker pull NAME``; raises :class:`SandboxError` when the engine cannot get it."""
+    repository, tag = docker.utils.parse_repository_tag(name)
+    what = f"docker pull {name}"
+    try:
+        stream = client(timeout_s).api.pull(repository, tag=tag or "latest", stream=True, decode=True)
+        error, _ = _stream_error(stream)
+    except ENGINE_ERRORS as exc:
+        raise engine_error(exc, what) from None
+    if error is not None:
+        raise SandboxError(f"{what} failed: {error}", "check the registry is reachable")
+
+
+def import_tarball(tarball: str | os.PathLike[str], name: str, changes: list[str]) -> None:
+    """``docker import --change CHANGE... TARBALL NAME`` (a root filesystem as an image)."""
+    import json
+
+    repository, tag = docker.utils.parse_repository_tag(name)
+    what = f"docker import of {os.fspath(tarball)}"
+    try:
+        out = client().api.import_image(
+            src=os.fspath(tarball), repository=repository, tag=tag or "latest", changes=changes
+        )
+    except ENGINE_ERRORS as exc:
+        raise engine_error(exc, what) from None
+    messages = []
+    for line in str(out).splitlines():
+        with contextlib.suppress(ValueError):
+            messages.append(json.loads(line))
+    error, _ = _stream_error(messages)
+    if error is not None:
+        raise SandboxError(f"{what} failed: {error}", "check the tarball (delete it to rebuild it)")

@@ -85,7 +85,10 @@ def diagnose(config: SandboxConfig | None = None, run_self_test: bool = True) ->
         for language in LANGUAGES:  # each language has its own image; only python is self-tested
             name = default_image(cfg, language)
             present = docker_backend.image_id(name) is not None
-            current = present and docker_backend.image_label(name, EXECUTOR_LABEL) == executor_hash()
+            try:
+                current = present and docker_backend.image_label(name, EXECUTOR_LABEL) == executor_hash()
+            except GrpoCodeError:  # the engine failed between two calls: reported as not current
+                current = False
             images[language] = {"image": name, "present": present, "up_to_date": bool(current)}
     limits = {
         "workers": cfg.workers or "cpu count",

@@ -1,13 +1,15 @@
 """Building the sandbox images (``grpo-code sandbox build``).
 
-The image is ``sandboxes/<lang>/Dockerfile`` built with the legacy builder and
-``--network none`` from a temporary context holding the Dockerfile and the sandbox
-runtime (the ``executor/`` package, with its runners and ``harness/``). It is labelled with a hash of
+The image is ``sandboxes/<lang>/Dockerfile`` built through the Docker SDK (the engine's
+API, legacy builder) with ``--network none`` from a temporary context holding the
+Dockerfile and the sandbox runtime (the ``executor/`` package, with its runners and
+``harness/``). It is labelled with a hash of
 (Dockerfile, runtime files, base image id), so a rebuild is skipped when nothing changed.
 ``--bootstrap`` makes the base image without any registry: ``mmdebstrap --variant=apt
 --include=<the language's packages> <codename>`` from the host's Debian sources (python3
 for every language, plus nodejs or g++), cached as a tarball under ``$GRPO_CODE_CACHE``
-(default ``~/.cache/grpo-code``), then ``docker import``-ed.
+(default ``~/.cache/grpo-code``), then imported through the API (``docker import``). Only
+mmdebstrap runs as a subprocess.
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_code import resources
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend
 from grpo_code.sandbox.local_backend import EXECUTOR
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SANDBOXES = REPO_ROOT / "sandboxes"
 RUNTIME_DIR = EXECUTOR.parent
 RUNTIME = sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file() and p.suffix in (".py", ".js", ".hpp"))
 """What every image gets as /opt/grpo-code/executor (the package, its runners and harnesses)."""
@@ -57,18 +58,8 @@ def cache_dir() -> Path:
 
 
 def dockerfile(lang: str) -> Path:
-    path = SANDBOXES / lang / "Dockerfile"
-    if not path.is_file():
-        known = (
-            sorted(p.name for p in SANDBOXES.glob("*") if (p / "Dockerfile").is_file())
-            if SANDBOXES.is_dir()
-            else []
-        )
-        raise SandboxError(
-            f"no sandbox image definition for language {lang!r} ({path} not found)",
-            f"known languages: {', '.join(known) or 'none'}; run from a source checkout of grpo-code",
-        )
-    return path
+    """``sandboxes/<lang>/Dockerfile``, from the wheel or the checkout (grpo_code/resources.py)."""
+    return resources.sandbox_dir(lang) / "Dockerfile"
 
 
 def _run(argv: list[str], what: str, timeout: float = 1800, env: dict[str, str] | None = None) -> str:
@@ -191,10 +182,7 @@ def bootstrap_base(lang: str, log: Log = print) -> str:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     log(f"importing {tarball.name} as {name}")
-    _run(
-        ["docker", "import", "--change", f"LABEL {BOOTSTRAP_LABEL}={key}", str(tarball), name],
-        "docker import",
-    )
+    docker_backend.import_tarball(tarball, name, [f"LABEL {BOOTSTRAP_LABEL}={key}"])
     return name
 
 
@@ -244,7 +232,7 @@ def build(
     if base_id is None:
         log(f"pulling {base_image}")
         try:
-            _run(["docker", "pull", base_image], f"docker pull {base_image}", timeout=600)
+            docker_backend.pull_image(base_image)
         except SandboxError as exc:
             raise SandboxError(
                 f"base image {base_image!r} is not available ({exc.what})",
@@ -263,19 +251,14 @@ def build(
             target = Path(ctx) / "executor" / path.relative_to(RUNTIME_DIR)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, target)
-        _run(
-            [
-                "docker", "build", "--network", "none", "--pull=false", "--force-rm",
-                "--build-arg", f"BASE_IMAGE={base_image}",
-                "--label", f"{HASH_LABEL}={digest}",
-                "--label", f"{EXECUTOR_LABEL}={executor_hash()}",
-                "-t", tag, ctx,
-            ],
-            f"docker build of {tag}",
-            env={"DOCKER_BUILDKIT": "0"},
-        )  # fmt: skip
+        docker_backend.build_image(
+            ctx,
+            tag,
+            buildargs={"BASE_IMAGE": base_image},
+            labels={HASH_LABEL: digest, EXECUTOR_LABEL: executor_hash()},
+        )
     new_id = docker_backend.image_id(tag)
     if old_id and old_id != new_id:
-        subprocess.run(["docker", "rmi", old_id], capture_output=True, timeout=60)
+        docker_backend.remove_image(old_id)
     log(f"built {tag}")
     return BuildReport(tag, base_image, True, digest)

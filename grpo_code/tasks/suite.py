@@ -2,7 +2,8 @@
 
 A suite is referenced by
 
-- a bundled name (``demo`` -> ``tasks/demo/``) or a name found in ``tasks.paths``,
+- a bundled name (``demo`` -> ``tasks/demo/``, found by grpo_code/resources.py in the wheel or
+  the checkout) or a name found in ``tasks.paths``,
 - a path to a suite directory (``suite.yaml`` + ``tasks.jsonl``),
 - ``FORMAT:PATH``, a public-format file read through an adapter (``humaneval:HumanEval.jsonl.gz``),
 - ``package.module:function``, a Python callable returning tasks (or task records).
@@ -24,11 +25,11 @@ from typing import Any
 
 import yaml
 
+from grpo_code import resources
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Limits
 from grpo_code.tasks.schema import MODES, Task, task_from_dict
 
-BUNDLED = Path(__file__).resolve().parent.parent.parent / "tasks"
 SUITE_KEYS = ("name", "description", "language", "mode", "limits", "system_prompt", "prompt_template",
               "source", "license")
 
@@ -184,7 +185,9 @@ def suite_from_records(name: str, records: Iterable[Any], where: str, **meta: An
 
 
 def _search_paths(extra: Iterable[str] = ()) -> list[Path]:
-    return [Path(p).expanduser() for p in extra] + [BUNDLED]
+    """The configured paths, then the bundled suites (an error naming where it looked when
+    the bundled ones are missing: a broken install is never an empty list)."""
+    return [Path(p).expanduser() for p in extra] + [resources.bundled_dir("tasks")]
 
 
 def list_suites(extra_paths: Iterable[str] = ()) -> list[Path]:
@@ -213,12 +216,13 @@ def load_suite(ref: str, extra_paths: Iterable[str] = ()) -> Suite:
         return adapters.load(fmt, rest)
     if sep and re.fullmatch(r"[A-Za-z_][\w.]*", fmt) and rest.isidentifier():
         return _from_callable(fmt, rest, ref)
-    for root in _search_paths(extra_paths):
+    roots = _search_paths(extra_paths)
+    for root in roots:
         if (root / ref / "tasks.jsonl").is_file():
             return load_suite_dir(root / ref)
     names = ", ".join(p.name for p in list_suites(extra_paths)) or "none"
     raise SuiteError(
-        f"unknown suite {ref!r} (bundled/configured: {names})",
+        f"unknown suite {ref!r} (bundled/configured: {names}; looked in {', '.join(map(str, roots))})",
         "give a suite name, a suite directory, FORMAT:PATH (formats: " + ", ".join(adapters.ADAPTERS)
         + ") or package.module:function",
     )
