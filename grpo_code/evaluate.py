@@ -179,9 +179,10 @@ def first_failure(result: Result | None) -> dict[str, Any] | None:
     message (or stderr), clipped to ``MESSAGE_CHARS``; ``None`` when none failed or nothing ran."""
     if result is None:
         return None
-    for i, test in enumerate(result.tests):
-        if not test.passed:
-            return {"test": i, "verdict": test.verdict.value, "message": _clip(test.message or test.stderr)}
+    found = result.first_failure()
+    if found is not None:
+        i, test = found
+        return {"test": i, "verdict": test.verdict.value, "message": _clip(test.why)}
     if result.status is not Status.PASS:
         return {"test": None, "verdict": result.status.value, "message": _clip(result.error or "")}
     return None

@@ -369,6 +369,16 @@ class TestResult:
     def passed(self) -> bool:
         return self.verdict is Verdict.PASS
 
+    @property
+    def why(self) -> str:
+        """What the harness said of a test that did not pass: its message, else its stderr."""
+        return self.message or self.stderr
+
+    def last_line(self, limit: int = 300) -> str:
+        """The last line of :attr:`why` (where the exception is), cut at ``limit``."""
+        lines = self.why.strip().splitlines()
+        return lines[-1][:limit] if lines else ""
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict.value,
@@ -405,6 +415,10 @@ class Result:
     tests: tuple[TestResult, ...] = ()
     duration_ms: float = 0.0
     error: str | None = None
+
+    def first_failure(self) -> tuple[int, TestResult] | None:
+        """The first test that did not pass, with its index, or None."""
+        return next(((i, t) for i, t in enumerate(self.tests) if not t.passed), None)
 
     @property
     def pass_fraction(self) -> float | None:

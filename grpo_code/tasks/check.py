@@ -39,10 +39,11 @@ class TaskCheck:
         for run in self.runs:
             if run.status is Status.INFRA_ERROR:
                 return f"sandbox error: {run.error}"[:400]
-            for i, test in enumerate(run.tests):
-                if not test.passed:
-                    lines = (test.message or test.stderr or "").strip().splitlines()
-                    return f"test {i}: {test.verdict.value}" + (f": {lines[-1][:300]}" if lines else "")
+            found = run.first_failure()
+            if found is not None:
+                i, test = found
+                line = test.last_line()
+                return f"test {i}: {test.verdict.value}" + (f": {line}" if line else "")
         return None
 
     @property

@@ -109,7 +109,7 @@ def mbpp_inputs(number: int, inputs: list) -> list:
     return out
 
 
-def _checker_for(entry: str, dataset: str, atol: float) -> str | None:
+def _checker_for(entry: str, dataset: str) -> str | None:
     if dataset == "humaneval":
         return "root" if entry == "find_zero" else None
     if entry in SET_EQUAL:
@@ -159,7 +159,7 @@ def evalplus(records: list[Record], source: str = "evalplus", tests: str = "all"
             groups = {k: mbpp_inputs(number, v) for k, v in groups.items()}
         chosen = {k: v for k, v in groups.items() if tests in ("all", k)}
         reference = (r["prompt"] + r["canonical_solution"]) if dataset == "humaneval" else r["canonical_solution"]
-        checker = _checker_for(entry, dataset, atol)
+        checker = _checker_for(entry, dataset)
         task_tests = []
         for inputs in chosen.values():
             for args in inputs:

@@ -72,14 +72,14 @@ def fill(task: Task, values: dict[int, Any]) -> Task:
 def _answers(task: Task, indices: list[int], result: Result) -> tuple[dict[int, Any] | None, str | None]:
     if result.status is Status.INFRA_ERROR:
         return None, f"reference oracle: the sandbox failed ({result.error})"
-    values = {}
-    for i, test in zip(indices, result.tests):
-        if test.verdict.value != "pass":
-            why = (test.message or test.stderr or "").strip().splitlines()
-            return None, (f"reference oracle: the reference gives {test.verdict.value} on test {i}"
-                          + (f": {why[-1][:300]}" if why else ""))
-        values[i] = test.value if task.tests[i].kind == "call" else test.stdout
-    return values, None
+    found = result.first_failure()
+    if found is not None:
+        k, test = found
+        line = test.last_line()
+        return None, (f"reference oracle: the reference gives {test.verdict.value} on test {indices[k]}"
+                      + (f": {line}" if line else ""))
+    return {i: test.value if task.tests[i].kind == "call" else test.stdout
+            for i, test in zip(indices, result.tests)}, None
 
 
 def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | None = None,

@@ -140,8 +140,6 @@ def _is_seq(v) -> bool:
 def _number_equal(a, e, tol) -> bool:
     if tol is not None:
         return close(float(a), float(e), tol)
-    if _type(e) is int and _type(a) is int:
-        return a == e
     if _type(e) is int:  # an int answer is exact, even when it comes back as a float
         return a == e
     return close(float(a), float(e), (_DEFAULT_ABS, _DEFAULT_REL))
@@ -195,17 +193,8 @@ def _match_keys(a: dict, e: dict):
             pairs.append((mine[frozen], value))
         return pairs
     except TypeError:  # float keys: match them one by one
-        left = list(a.items())
-        pairs = []
-        for key, value in e.items():
-            for i, (k, v) in enumerate(left):
-                if _value_equal(k, key, None):
-                    pairs.append((v, value))
-                    del left[i]
-                    break
-            else:
-                return None
-        return pairs
+        matched = _pair_up(list(a.items()), list(e.items()), lambda x, y: _value_equal(x[0], y[0], None))
+        return None if matched is None else [(x[1], y[1]) for x, y in matched]
 
 
 def _is_floats(v) -> bool:
@@ -217,7 +206,7 @@ def _is_floats(v) -> bool:
 def _python_equal(a, e, tol, unordered) -> bool:
     if unordered and _is_seq(a) and _is_seq(e) and _type(a) is _type(e):
         return _multiset_equal(list(a), list(e), lambda x, y: _python_equal(x, y, tol, False),
-                               (lambda v: (hash(v), v)[1]) if tol is None else None)
+                               _hashable if tol is None else None)
     try:
         if a == e:
             return True
@@ -247,6 +236,12 @@ def _allclose(a, e, tol) -> bool:
             return a == e
         return abs(a - e) <= tol[0] + tol[1] * abs(e)
     return False
+
+
+def _hashable(v):
+    """``v`` itself, for counting by Python's equality; TypeError when it cannot be hashed."""
+    hash(v)
+    return v
 
 
 def _freeze(v):
@@ -279,14 +274,20 @@ def _multiset_equal(a: list, e: list, same, count=_freeze) -> bool:
             return Counter(map(count, a)) == Counter(map(count, e))
         except TypeError:
             pass
-    if len(a) > _MATCH_LIMIT:
-        return False
-    left = list(a)
-    for item in e:
+    return len(a) <= _MATCH_LIMIT and _pair_up(a, e, same) is not None
+
+
+def _pair_up(left: list, right: list, same) -> list[tuple] | None:
+    """Each item of ``right`` with the first unmatched item of ``left`` that is ``same``
+    (pairs in ``right``'s order), or None when one has no match."""
+    left = list(left)
+    pairs = []
+    for item in right:
         for i, candidate in enumerate(left):
             if same(candidate, item):
+                pairs.append((candidate, item))
                 del left[i]
                 break
         else:
-            return False
-    return True
+            return None
+    return pairs
