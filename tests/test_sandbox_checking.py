@@ -167,18 +167,18 @@ def test_script_tests_ignore_checkers(sandbox):
 def test_a_large_job_runs_in_parts_and_comes_back_whole(sandbox, monkeypatch):
     from functools import partial
 
-    from grpo_code.sandbox import api
-    from grpo_code.sandbox.types import split_wire, wire_job
+    from grpo_code.sandbox import node
+    from grpo_code.sandbox.wire import split_wire, wire_job
 
     big = "x" * 1500
     tests = tuple(CallTest("f", (i,), big if i != 3 else "no") for i in range(6))
     job = Job(f"def f(i):\n    return {big!r}\n", tests)
     assert len(split_wire(wire_job(job, 5.0, 256, 65536, 16), part_bytes=4000)) >= 3
-    monkeypatch.setattr(api, "split_wire", partial(split_wire, part_bytes=4000))
+    monkeypatch.setattr(node, "split_wire", partial(split_wire, part_bytes=4000))
     [result] = sandbox.run([job])
     assert [t.verdict.value for t in result.tests] == ["pass"] * 3 + ["fail"] + ["pass"] * 2
     assert (result.passed, result.total, result.status.value) == (5, 6, "fail")
-    monkeypatch.setattr("grpo_code.sandbox.types.MAX_TEST_BYTES", 1000)
+    monkeypatch.setattr("grpo_code.sandbox.wire.MAX_TEST_BYTES", 1000)
     [refused] = sandbox.run([job])
     assert refused.status.value == "infra_error" and "over the" in refused.error
 

@@ -20,7 +20,7 @@ import sandbox_cases as cases
 
 from conftest import need, need_image
 from grpo_code.config import SandboxConfig
-from grpo_code.sandbox import CallTest, Job, Sandbox, ScriptTest, Status, Verdict, docker_backend
+from grpo_code.sandbox import CallTest, Job, Sandbox, ScriptTest, Status, Verdict, docker_backend, engine
 from grpo_code.sandbox.bench import SHARED_HUMANEVAL, default_data, load_humaneval
 
 pytestmark = pytest.mark.docker
@@ -254,12 +254,12 @@ def test_an_imported_tarball_gets_its_name_and_labels(ready, tmp_path):
         tar.addfile(info, io.BytesIO(b"hi"))
     name = f"grpo-code-import-test:{os.getpid()}"
     try:
-        docker_backend.import_tarball(tar_path, name, ["LABEL grpo-code.test=yes"])
-        assert docker_backend.image_id(name)
-        assert docker_backend.image_label(name, "grpo-code.test") == "yes"
+        engine.import_tarball(tar_path, name, ["LABEL grpo-code.test=yes"])
+        assert engine.image_id(name)
+        assert engine.image_label(name, "grpo-code.test") == "yes"
     finally:
-        assert docker_backend.remove_image(name)
-    assert docker_backend.image_id(name) is None
+        assert engine.remove_image(name)
+    assert engine.image_id(name) is None
 
 
 def test_containers_are_retired_after_their_job_budget(ready):

@@ -22,6 +22,7 @@ import requests
 
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend as db
+from grpo_code.sandbox import engine as eng
 from grpo_code.sandbox.worker import WorkerLost
 
 IMAGE = "grpo-code-sandbox-python:latest"
@@ -88,7 +89,7 @@ def test_create_container_sends_the_spec(monkeypatch):
             calls["create"] = kw
             return {"Id": "f" * 64}
 
-    monkeypatch.setattr(db, "client", lambda *a, **k: SimpleNamespace(api=Api()))
+    monkeypatch.setattr(eng, "client", lambda *a, **k: SimpleNamespace(api=Api()))
     spec = db.container_spec(IMAGE, "n", 256, 32, 64)
     assert db.create_container(spec) == "f" * 64
     assert calls["host_config"] == spec.host_config
@@ -123,7 +124,7 @@ def api_error(status: int, message: str, cls: type[docker.errors.APIError] = doc
     ],
 )  # fmt: skip
 def test_engine_errors_become_one_line_sandbox_errors(exc, what, hint):
-    err = db.engine_error(exc, "starting container c")
+    err = eng.engine_error(exc, "starting container c")
     assert isinstance(err, SandboxError)
     assert err.what.startswith("starting container c: ")
     assert re.search(what, err.what), err.what
@@ -133,12 +134,12 @@ def test_engine_errors_become_one_line_sandbox_errors(exc, what, hint):
 
 def test_no_engine_is_a_sandbox_error_and_no_version(monkeypatch, tmp_path):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
-    assert db.engine_version() is None
+    assert eng.engine_version() is None
     with pytest.raises(SandboxError, match=r"no Docker engine answers at unix://.*nothing\.sock"):
-        db.client()
+        eng.client()
     with pytest.raises(SandboxError, match="no Docker engine answers"):
         db.check_ready(IMAGE)
-    assert db.image_id(IMAGE) is None
+    assert eng.image_id(IMAGE) is None
 
 
 class FakeApi:
@@ -161,7 +162,7 @@ class FakeApi:
 
 
 def fake_client(monkeypatch, api: FakeApi) -> None:
-    monkeypatch.setattr(db, "client", lambda *a, **k: SimpleNamespace(api=api))
+    monkeypatch.setattr(eng, "client", lambda *a, **k: SimpleNamespace(api=api))
 
 
 def test_removal_retries_conflicts_and_stops_when_gone(monkeypatch):
@@ -229,33 +230,33 @@ def test_build_reports_the_engines_error_with_the_last_lines(monkeypatch):
     api = FakeApi(build=[iter(stream)])
     fake_client(monkeypatch, api)
     with pytest.raises(SandboxError, match=r"docker build of t:1 failed: Step 1/3 : FROM base \| ---> abc \| COPY"):
-        db.build_image("/ctx", "t:1", {"BASE_IMAGE": "b"}, {"l": "v"})
+        eng.build_image("/ctx", "t:1", {"BASE_IMAGE": "b"}, {"l": "v"})
     [(_, _, kw)] = api.calls
     assert kw["network_mode"] == "none" and kw["pull"] is False and kw["forcerm"] is True
     assert kw["buildargs"] == {"BASE_IMAGE": "b"} and kw["labels"] == {"l": "v"} and kw["tag"] == "t:1"
     assert "version" not in kw  # the legacy builder: RUN steps get no network
 
     fake_client(monkeypatch, FakeApi(build=[iter([{"stream": "Successfully built x\n"}])]))
-    db.build_image("/ctx", "t:1", {}, {})
+    eng.build_image("/ctx", "t:1", {}, {})
 
 
 def test_pull_and_import_report_errors(monkeypatch):
     fake_client(monkeypatch, FakeApi(pull=[iter([{"error": "dial tcp: lookup registry: no such host"}])]))
     with pytest.raises(SandboxError, match="docker pull python:3.12-slim failed: dial tcp"):
-        db.pull_image("python:3.12-slim")
+        eng.pull_image("python:3.12-slim")
     fake_client(monkeypatch, FakeApi(pull=[api_error(404, "manifest unknown", docker.errors.NotFound)]))
     with pytest.raises(SandboxError, match="not found \\(manifest unknown\\)"):
-        db.pull_image("python:3.12-slim")
+        eng.pull_image("python:3.12-slim")
 
     api = FakeApi(import_image=['{"status":"sha256:abc"}\r\n'])
     fake_client(monkeypatch, api)
-    db.import_tarball(Path("/x/root.tar"), "grpo-code-base-python:bookworm", ["LABEL k=v"])
+    eng.import_tarball(Path("/x/root.tar"), "grpo-code-base-python:bookworm", ["LABEL k=v"])
     [(_, _, kw)] = api.calls
     assert kw == {"src": "/x/root.tar", "repository": "grpo-code-base-python", "tag": "bookworm",
                   "changes": ["LABEL k=v"]}  # fmt: skip
     fake_client(monkeypatch, FakeApi(import_image=['{"errorDetail":{"message":"bad tar"},"error":"bad tar"}']))
     with pytest.raises(SandboxError, match="docker import of /x/root.tar failed: bad tar"):
-        db.import_tarball("/x/root.tar", "n:t", [])
+        eng.import_tarball("/x/root.tar", "n:t", [])
 
 
 def test_no_docker_cli_subprocess_in_the_sandbox_backend():
@@ -281,7 +282,7 @@ def frame(stream: int, data: bytes) -> bytes:
 def test_attached_channel_demultiplexes_stdout_and_relays_stdin(monkeypatch):
     removed: list[str] = []
     monkeypatch.setattr(db, "_remove_container", lambda name, *a, **k: removed.append(name))
-    monkeypatch.setattr(db, "client", lambda *a, **k: SimpleNamespace(
+    monkeypatch.setattr(eng, "client", lambda *a, **k: SimpleNamespace(
         api=SimpleNamespace(inspect_container=lambda cid: {"State": {"Running": False, "ExitCode": 3}})))  # fmt: skip
     host_end, engine_end = socket.socketpair()
     stdin_seen: list[bytes] = []

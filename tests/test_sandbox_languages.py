@@ -27,7 +27,7 @@ from grpo_code.sandbox import (
     local_backend,
 )
 from grpo_code.sandbox.executor import runners
-from grpo_code.sandbox.types import job_deadline_s, wire_job
+from grpo_code.sandbox.wire import job_deadline_s, wire_job
 
 LANGS = ("javascript", "cpp")
 

@@ -185,6 +185,16 @@ def test_ray_verdicts_equal_docker_on_humaneval_and_hacks(cluster, benchmarks):
         assert result.tests[0].verdict in allowed | {Verdict.TIMEOUT}, (name, result)
 
 
+def test_a_ray_sandbox_names_what_its_nodes_run(cluster):
+    """Both nodes run this machine's docker image: the fingerprint is a docker pool's here."""
+    config = ray_config(cluster)
+    with Sandbox(dataclasses.replace(config, backend="docker")) as local:
+        expected = local.fingerprint("python")
+    with Sandbox(config) as sb:
+        assert sb.fingerprint("python") == expected
+        assert sb.fingerprint("cpp") != expected and sb.backend == "ray"
+
+
 def test_backpressure_bounds_jobs_in_flight_per_actor(cluster):
     from grpo_code.sandbox.ray_backend import RayPool
 

@@ -17,10 +17,9 @@ from grpo_code.sandbox.types import (
     Status,
     TestResult,
     Verdict,
-    job_deadline_s,
     load_jobs,
-    wire_job,
 )
+from grpo_code.sandbox.wire import job_deadline_s, wire_job
 
 ISSUE_JOB = {
     "language": "python",
@@ -145,3 +144,59 @@ def test_wire_job_resolves_limits_against_the_config():
 # --------------------------------------------------------------------------- harness helpers
 
 
+
+
+# --------------------------------------------------------------------------- limits: one reading
+
+
+BAD_LIMITS = {
+    "negative": {"timeout_s": -1},
+    "zero": {"timeout_s": 0},
+    "too long": {"timeout_s": 601},
+    "not a number": {"timeout_s": "5"},
+    "a bool": {"memory_mb": True},
+    "a float": {"memory_mb": 1.5},
+    "too small": {"memory_mb": 8},
+    "unknown key": {"timeout_s": 1, "cpu": 2},
+    "not an object": "fast",
+}
+
+
+@pytest.mark.parametrize("limits", BAD_LIMITS.values(), ids=BAD_LIMITS.keys())
+def test_bad_limits_are_refused_the_same_way_by_a_job_a_task_line_and_a_suite(tmp_path, limits):
+    from grpo_code.errors import SuiteError
+    from grpo_code.sandbox.types import LimitsError
+    from grpo_code.tasks.suite import load_suite_dir
+
+    with pytest.raises(LimitsError) as refused:
+        Limits.from_dict(limits)
+    reason = str(refused.value)  # e.g. "limits.timeout_s: -1 must be seconds in (0, 600]"
+    assert reason.startswith("limits")
+
+    job = {**ISSUE_JOB, "limits": limits}
+    with pytest.raises(SandboxError) as by_job:
+        load_jobs(json.dumps(job), "jobs.json")
+    assert str(by_job.value.what) == f"jobs.json: bad job: {reason}"
+
+    task = {"id": "x/1", "prompt": "Write add.", "tests": [{"kind": "script", "code": "assert add(1, 2) == 3"}],
+            "limits": limits}
+    line = tmp_path / "line"
+    line.mkdir()
+    (line / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    with pytest.raises(SuiteError) as by_task:
+        load_suite_dir(line)
+    assert by_task.value.what == f"{line / 'tasks.jsonl'}:1: {reason}"
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "suite.yaml").write_text(f"name: s\nlimits: {json.dumps(limits)}\n")
+    (suite / "tasks.jsonl").write_text(json.dumps({**task, "limits": {}}) + "\n")
+    with pytest.raises(SuiteError) as by_suite:
+        load_suite_dir(suite)
+    assert by_suite.value.what == f"{suite / 'suite.yaml'}: {reason}"
+
+
+def test_good_limits_read_alike_and_a_task_overrides_its_suite_per_field():
+    assert Limits.from_dict(None) == Limits.from_dict({}) == Limits()
+    assert Limits.from_dict({"timeout_s": 2, "memory_mb": 64}) == Limits(2.0, 64)
+    assert Limits(timeout_s=1.0).over(Limits(7.0, 256)) == Limits(1.0, 256)

@@ -1,13 +1,12 @@
 """The reward cache: sandbox results addressed by what determines them.
 
-The key is a hash of (language, extracted program, tests, resolved limits, image id,
-harness fingerprint): everything the verdicts depend on and nothing else, so two
-completions that differ only in prose around the same code block share an entry, while
-a change to a test, a limit, the sandbox image or the sandbox runtime
-(:func:`~grpo_code.sandbox.fingerprint.harness_fingerprint`) misses. The fingerprint is
-what catches a runtime fix under the ``local`` backend, whose image id is only the host
-Python. Results are cached, not rewards, so changing the reward mode reuses them.
-Infrastructure errors are never stored.
+The key is a hash of (language, extracted program, tests, resolved limits, the sandbox
+fingerprint): everything the verdicts depend on and nothing else, so two completions that
+differ only in prose around the same code block share an entry, while a change to a test,
+a limit, the sandbox image or the sandbox runtime misses. The sandbox names itself
+(``Sandbox.fingerprint(language)``, :mod:`~grpo_code.sandbox.fingerprint`): its image's
+identity, the harness version and its default limits. Results are cached, not rewards, so
+changing the reward mode reuses them. Infrastructure errors are never stored.
 
 Entries live in a bounded in-memory LRU; with ``rewards.cache_path`` they are also
 written to a sqlite file, so eval re-runs and resumed training reuse them across
@@ -27,15 +26,15 @@ from pathlib import Path
 
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import RewardError
-from grpo_code.sandbox.fingerprint import harness_fingerprint
-from grpo_code.sandbox.types import Job, Result, Status, wire_for
+from grpo_code.sandbox.types import Job, Result, Status
+from grpo_code.sandbox.wire import wire_for
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
-def cache_key(job: Job, sandbox: SandboxConfig, image_id: str) -> str:
+def cache_key(job: Job, sandbox: SandboxConfig, fingerprint: str) -> str:
     """Content address of a job's result: limits resolved against the sandbox config, and the
-    harness that runs it."""
+    sandbox's ``fingerprint`` for the job's language (``Sandbox.fingerprint``)."""
     wire = wire_for(job, sandbox)
     payload = {
         "v": SCHEMA_VERSION,
@@ -43,8 +42,7 @@ def cache_key(job: Job, sandbox: SandboxConfig, image_id: str) -> str:
         "program": wire["program"],
         "tests": wire["tests"],
         "limits": wire["limits"],
-        "image": image_id,
-        "harness": harness_fingerprint(wire["language"], sandbox),
+        "sandbox": fingerprint,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 

@@ -21,7 +21,6 @@ a new key executes. Infrastructure errors are not cached, so a rerun retries the
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -34,6 +33,7 @@ from grpo_code.config import RewardsConfig
 from grpo_code.rewards.cache import RewardCache, cache_key
 from grpo_code.rewards.model.reward_model import message_text
 from grpo_code.rewards.verifiable import score_result, weights_for
+from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.extract import Extraction, build_program
 
@@ -90,7 +90,6 @@ class RewardScorer:
         self.sandbox = sandbox
         self.extract = extract
         self._image_id = image_id
-        self._images: dict[str, str] = {}
         if cache is None and config.cache:
             cache = RewardCache(config.cache_size, config.cache_path)
         self.cache = cache if config.cache else None
@@ -104,21 +103,12 @@ class RewardScorer:
         self.counts: dict[str, int] = {s: 0 for s in SOURCES}
         """Lifetime count of completions per source (no_code, cache, inflight, executed)."""
 
-    def image_for(self, language: str) -> str:
-        """What a language's sandbox image contributes to cache keys (the docker image id,
-        or the local Python); an ``image_id`` given to the constructor stands for all."""
+    def fingerprint(self, language: str) -> str:
+        """What cache keys carry of the sandbox: ``sandbox.fingerprint(language)``, or, with an
+        ``image_id`` given to the constructor, that id standing for the image of every language."""
         if self._image_id is not None:
-            return self._image_id
-        if language not in self._images:
-            if self.sandbox.backend == "docker":
-                from grpo_code.sandbox import docker_backend
-                from grpo_code.sandbox.api import default_image
-
-                image = default_image(self.sandbox.config, language)
-                self._images[language] = docker_backend.image_id(image) or "docker:unknown"
-            else:
-                self._images[language] = f"local:{sys.executable}:{sys.version.split()[0]}"
-        return self._images[language]
+            return sandbox_fingerprint(self._image_id, language, self.sandbox.config)
+        return self.sandbox.fingerprint(language)
 
     # ----------------------------------------------------------------- submitting
 
@@ -137,7 +127,7 @@ class RewardScorer:
         job = task.job(extraction.program)
         if self.cache is None:
             return self._count(Handle(task, extraction, self.sandbox.submit(job), "executed", weights=weights))
-        key = cache_key(job, self.sandbox.config, self.image_for(job.language))
+        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
         with self._lock:
             # A job started by ``speculate`` is this completion's own execution, not a reuse.
             reused = "executed" if key in self._speculative else None
@@ -196,7 +186,7 @@ class RewardScorer:
         if extraction.program is None or extraction.cut:
             return False
         job = task.job(extraction.program)
-        key = cache_key(job, self.sandbox.config, self.image_for(job.language))
+        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
         with self._lock:
             if key in self._inflight or self.cache.get(key) is not None:
                 return False

@@ -23,7 +23,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +275,7 @@ def run_bench(
     ``docker run`` (c) is skipped when this machine has no ready docker engine and image.
     """
     from grpo_code.sandbox import docker_backend
-    from grpo_code.sandbox.api import default_image
+    from grpo_code.sandbox.image import default_image
 
     samples = load_humaneval(data)
     if limit:
@@ -293,8 +293,8 @@ def run_bench(
             docker_ok = True
         except SandboxError:
             docker_ok = False
-    cfg = SandboxConfig(**{**base.__dict__, "backend": backend, "workers": workers})
-    over = SandboxConfig(**{**cfg.__dict__, "workers": 2 * cores})
+    cfg = replace(base, backend=backend, workers=workers)
+    over = replace(cfg, workers=2 * cores)
     info: dict[str, Any] = {}
 
     ours, mp, fork, startups = [], [], [], []

@@ -1,9 +1,8 @@
 """The Docker backend: long-lived, locked-down containers that each run one warm executor.
 
-The engine is driven through the Docker SDK (``docker`` package, the engine's HTTP API at
-``DOCKER_HOST`` or the default socket): no ``docker`` CLI process is started, and engine
-errors arrive typed (not found, conflict, other API errors, connection errors) and become
-one-line :class:`~grpo_code.errors.SandboxError` messages with a hint.
+The engine is driven through the Docker SDK (:mod:`.engine`: the connection, typed errors
+as one-line :class:`~grpo_code.errors.SandboxError` messages, the image calls); this module
+is the containers.
 
 Each worker is a container of the sandbox image (created and started through the API, with
 auto-remove) whose executor is PID 1. The job channel is a unix socket: the host listens in
@@ -40,150 +39,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import docker
 import docker.errors
-import requests.exceptions
 from docker.types import LogConfig, Ulimit
 
 from grpo_code.errors import SandboxError
+from grpo_code.sandbox import engine
+from grpo_code.sandbox.engine import ENGINE_ERRORS, PROBE_TIMEOUT_S, engine_error, engine_version, image_id
+from grpo_code.sandbox.image import DEFAULT_IMAGES, EXECUTOR_LABEL, executor_hash, image_name
 from grpo_code.sandbox.worker import Worker, WorkerLost
+
+__all__ = [  # the engine's and the images' names that callers reach through this module
+    "DEFAULT_IMAGES", "DockerFactory", "check_ready", "container_spec", "engine_version", "image_id", "image_name",
+    "list_containers", "remove_stale",
+]
 
 LABEL = "grpo-code.sandbox"
 OWNER_LABEL = "grpo-code.owner"
 SANDBOX_UID = 10001
 EXECUTOR_PATH = "/opt/grpo-code/executor/__main__.py"
-DEFAULT_IMAGES = {
-    "python": "grpo-code-sandbox-python:latest",
-    "javascript": "grpo-code-sandbox-javascript:latest",
-    "cpp": "grpo-code-sandbox-cpp:latest",
-}
-
-
-def image_name(language: str) -> str:
-    """The image `grpo-code sandbox build --lang LANGUAGE` makes."""
-    return DEFAULT_IMAGES.get(language, f"grpo-code-sandbox-{language}:latest")
-
-
 CHANNEL_PREFIX = "grpo-code-sbx-"
 CHANNEL_MOUNT = "/run/grpo-code"
 _SESSION = uuid.uuid4().hex[:8]
 _NAMES = itertools.count(1)  # container names are unique per process, across pools
 _CLEANED = False
-
-# --------------------------------------------------------------------------- the engine
-
-API_TIMEOUT_S = 120.0
-"""Seconds the engine may take to answer one API call (create, start, remove...)."""
-PROBE_TIMEOUT_S = 10.0
-"""Seconds an engine probe (version, image lookups) may take."""
-_CLIENTS: dict[tuple[Any, ...], docker.DockerClient] = {}
-_CLIENT_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
-_CLIENTS_LOCK = threading.Lock()
-ENGINE_ERRORS: tuple[type[BaseException], ...] = (
-    docker.errors.DockerException,
-    requests.exceptions.RequestException,
-)
-"""What a call of the SDK raises when the engine refuses, fails or does not answer."""
-
-
-def _engine_address() -> str:
-    return os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
-
-
-def engine_error(exc: BaseException, what: str) -> SandboxError:
-    """One-line :class:`SandboxError` for an SDK exception raised while doing ``what``."""
-    detail = " ".join(str(getattr(exc, "explanation", None) or exc).split())[:300]
-    if isinstance(exc, docker.errors.ImageNotFound):
-        return SandboxError(f"{what}: image not found ({detail})", "build it with `grpo-code sandbox build`")
-    if isinstance(exc, docker.errors.NotFound):
-        return SandboxError(f"{what}: not found ({detail})", "it was removed meanwhile; rerun")
-    if isinstance(exc, docker.errors.APIError):
-        status = exc.status_code
-        if status == 409:
-            return SandboxError(
-                f"{what}: conflict ({detail})",
-                "a container of that name exists or is being removed; rerun, or remove it with `docker rm -f`",
-            )
-        return SandboxError(
-            f"{what}: the Docker engine answered {status or 'an error'} ({detail})",
-            "see the message; `grpo-code sandbox doctor` checks the engine",
-        )
-    if isinstance(exc, requests.exceptions.Timeout):
-        return SandboxError(
-            f"{what}: the Docker engine at {_engine_address()} did not answer in time",
-            "check that dockerd is running and healthy",
-        )
-    if isinstance(exc, requests.exceptions.ConnectionError) or (
-        isinstance(exc, docker.errors.DockerException) and "server API version" in str(exc)
-    ):
-        return SandboxError(
-            f"{what}: no Docker engine answers at {_engine_address()}",
-            "start dockerd (see docs/sandbox.md), or set sandbox.backend=local (no isolation)",
-        )
-    return SandboxError(
-        f"{what}: {type(exc).__name__}: {detail}", "`grpo-code sandbox doctor` checks the engine"
-    )
-
-
-def client(timeout: float = API_TIMEOUT_S) -> docker.DockerClient:
-    """This process's SDK client (``DOCKER_HOST`` and friends honoured), made on first use.
-
-    Raises :class:`SandboxError` when no engine answers."""
-    # A forked child must not share its parent's connections; another DOCKER_HOST is another engine.
-    key = (os.getpid(), timeout, *(os.environ.get(k) for k in _CLIENT_ENV))
-    with _CLIENTS_LOCK:
-        found = _CLIENTS.get(key)
-        if found is not None:
-            return found
-        try:
-            made = docker.from_env(timeout=int(timeout), max_pool_size=64)
-        except ENGINE_ERRORS as exc:
-            raise engine_error(exc, "connecting to the Docker engine") from None
-        _CLIENTS[key] = made
-        return made
-
-
-def engine_version() -> str | None:
-    """The Docker engine's version, or None when no engine answers."""
-    try:
-        return str(client(PROBE_TIMEOUT_S).version().get("Version") or "") or None
-    except (SandboxError, *ENGINE_ERRORS):
-        return None
-
-
-def _image_attrs(image: str) -> dict[str, Any] | None:
-    """``docker image inspect`` of a local image, None when it is absent; raises
-    :class:`SandboxError` for other engine errors."""
-    try:
-        return client(PROBE_TIMEOUT_S).api.inspect_image(image)
-    except docker.errors.NotFound:
-        return None
-    except ENGINE_ERRORS as exc:
-        raise engine_error(exc, f"looking up image {image}") from None
-
-
-def image_id(image: str) -> str | None:
-    """The id of a local image, or None when it is absent (or no engine answers)."""
-    try:
-        attrs = _image_attrs(image)
-    except SandboxError:
-        return None
-    return attrs.get("Id") if attrs else None
-
-
-def image_label(image: str, label: str) -> str | None:
-    attrs = _image_attrs(image)
-    labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
-    return labels.get(label) or None
-
-
-def remove_image(image: str) -> bool:
-    """Remove a local image; False when the engine refused (in use, absent)."""
-    try:
-        client().api.remove_image(image)
-    except ENGINE_ERRORS:
-        return False
-    return True
 
 
 def _start_time(pid: int) -> str | None:
@@ -215,7 +93,7 @@ def _owner_alive(tag: str) -> bool:
 def list_containers(all_owners: bool = True) -> list[tuple[str, str]]:
     """(id, owner) of the labelled sandbox containers on this engine."""
     try:
-        found = client().api.containers(all=True, filters={"label": LABEL})
+        found = engine.client().api.containers(all=True, filters={"label": LABEL})
     except ENGINE_ERRORS as exc:
         raise engine_error(exc, "listing sandbox containers") from None
     rows = [(c["Id"][:12], (c.get("Labels") or {}).get(OWNER_LABEL, "")) for c in found]
@@ -246,21 +124,19 @@ def channel_mode() -> str:
 
 def check_ready(image: str) -> None:
     """Raise a SandboxError that says what to do when the engine or image is missing."""
-    if engine_version() is None:
+    if engine.engine_version() is None:
         raise SandboxError(
-            f"no Docker engine answers at {_engine_address()}",
+            f"no Docker engine answers at {engine.engine_address()}",
             "start dockerd (see docs/sandbox.md), or set sandbox.backend=local (no isolation)",
         )
     lang = next((k for k, v in DEFAULT_IMAGES.items() if v == image), None)
     build = f"grpo-code sandbox build --lang {lang}" if lang else "grpo-code sandbox build"
-    if image_id(image) is None:
+    if engine.image_id(image) is None:
         raise SandboxError(
             f"sandbox image {image!r} not found",
             f"build it with `{build} --bootstrap` (offline) or `{build}`",
         )
-    from grpo_code.sandbox.image import EXECUTOR_LABEL, executor_hash
-
-    if image_label(image, EXECUTOR_LABEL) != executor_hash():
+    if engine.image_label(image, EXECUTOR_LABEL) != executor_hash():
         raise SandboxError(
             f"sandbox image {image!r} holds another version of the executor",
             f"rebuild it with `{build}` (add --bootstrap when offline)",
@@ -334,7 +210,7 @@ def container_spec(
 
 def create_container(spec: ContainerSpec) -> str:
     """Create (not start) a container from ``spec``; returns its id. Raises the SDK's errors."""
-    api = client().api
+    api = engine.client().api
     created = api.create_container(**spec.config, host_config=api.create_host_config(**spec.host_config))
     return str(created["Id"])
 
@@ -405,7 +281,7 @@ class DockerFactory:
             listener.listen(8)
             spec = self._spec(name, channel_dir, ("--connect", f"{CHANNEL_MOUNT}/{sock_name}"))
             container_id = create_container(spec)
-            client().api.start(container_id)
+            engine.client().api.start(container_id)
             deadline = time.monotonic() + 20.0
             while conn is None:
                 remaining = deadline - time.monotonic()
@@ -441,7 +317,7 @@ class DockerFactory:
     def _attached_worker(self, name: str) -> Worker:
         """A worker whose channel is the container's stdin/stdout through the API's attach
         socket (like ``docker run -i``): attached before the start, so no output is missed."""
-        api = client().api
+        api = engine.client().api
         try:
             container_id = create_container(self._spec(name))
             attached = api.attach_socket(
@@ -497,7 +373,7 @@ def _attach_worker(name: str, container_id: str, attached: Any) -> Worker:
         err = stderr_tail.decode("utf-8", "replace").strip()[-500:]
         state: dict[str, Any] = {}
         with contextlib.suppress(SandboxError, *ENGINE_ERRORS):
-            state = client(PROBE_TIMEOUT_S).api.inspect_container(container_id).get("State") or {}
+            state = engine.client(PROBE_TIMEOUT_S).api.inspect_container(container_id).get("State") or {}
         code = state.get("ExitCode") if state and not state.get("Running") else None
         return f"(exit status {code}; stderr: {err!r})" if code is not None or err else ""
 
@@ -542,7 +418,7 @@ def _remove_container(
     deadline = time.monotonic() + patience_s
     while True:
         try:
-            client().api.remove_container(name, force=True)
+            engine.client().api.remove_container(name, force=True)
             return
         except docker.errors.NotFound:
             return
@@ -553,77 +429,3 @@ def _remove_container(
         except (SandboxError, *ENGINE_ERRORS):
             return
         sleep(0.2)
-
-
-# --------------------------------------------------------------------------- images
-
-
-def _stream_error(messages: Any) -> tuple[str | None, list[str]]:
-    """Read a JSON-message stream of the engine (build, pull, import): the first error it
-    reports (None when none) and the last lines of its output."""
-    tail: list[str] = []
-    for message in messages:
-        if not isinstance(message, dict):
-            continue
-        if message.get("error") or message.get("errorDetail"):
-            detail = message.get("errorDetail") or {}
-            return " ".join(str(message.get("error") or detail.get("message") or message).split()), tail
-        line = str(message.get("stream") or message.get("status") or "").strip()
-        if line:
-            tail = [*tail[-7:], line]
-    return None, tail
-
-
-def build_image(
-    context: str, tag: str, buildargs: dict[str, str], labels: dict[str, str], timeout_s: float = 1800
-) -> None:
-    """``docker build --network none --pull=false --force-rm`` of ``context`` with the
-    legacy builder (the API's default), tagged ``tag``."""
-    what = f"docker build of {tag}"
-    try:
-        stream = client(timeout_s).api.build(
-            path=context, tag=tag, buildargs=buildargs, labels=labels, network_mode="none",
-            pull=False, rm=True, forcerm=True, decode=True,
-        )  # fmt: skip
-        error, tail = _stream_error(stream)
-    except ENGINE_ERRORS as exc:
-        raise engine_error(exc, what) from None
-    if error is not None:
-        raise SandboxError(
-            f"{what} failed: {' | '.join([*tail[-6:], error])}",
-            "see the message; rerun with GRPO_CODE_DEBUG=1",
-        )
-
-
-def pull_image(name: str, timeout_s: float = 600) -> None:
-    """``docker pull NAME``; raises :class:`SandboxError` when the engine cannot get it."""
-    repository, tag = docker.utils.parse_repository_tag(name)
-    what = f"docker pull {name}"
-    try:
-        stream = client(timeout_s).api.pull(repository, tag=tag or "latest", stream=True, decode=True)
-        error, _ = _stream_error(stream)
-    except ENGINE_ERRORS as exc:
-        raise engine_error(exc, what) from None
-    if error is not None:
-        raise SandboxError(f"{what} failed: {error}", "check the registry is reachable")
-
-
-def import_tarball(tarball: str | os.PathLike[str], name: str, changes: list[str]) -> None:
-    """``docker import --change CHANGE... TARBALL NAME`` (a root filesystem as an image)."""
-    import json
-
-    repository, tag = docker.utils.parse_repository_tag(name)
-    what = f"docker import of {os.fspath(tarball)}"
-    try:
-        out = client().api.import_image(
-            src=os.fspath(tarball), repository=repository, tag=tag or "latest", changes=changes
-        )
-    except ENGINE_ERRORS as exc:
-        raise engine_error(exc, what) from None
-    messages = []
-    for line in str(out).splitlines():
-        with contextlib.suppress(ValueError):
-            messages.append(json.loads(line))
-    error, _ = _stream_error(messages)
-    if error is not None:
-        raise SandboxError(f"{what} failed: {error}", "check the tarball (delete it to rebuild it)")

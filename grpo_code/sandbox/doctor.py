@@ -16,6 +16,7 @@ from typing import Any
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import GrpoCodeError
 from grpo_code.sandbox import docker_backend
+from grpo_code.sandbox import engine as docker_engine
 from grpo_code.sandbox.types import Job, Limits, ScriptTest, Verdict
 
 NETWORK_PROGRAM = """\
@@ -74,19 +75,19 @@ class DoctorReport:
 
 def diagnose(config: SandboxConfig | None = None, run_self_test: bool = True) -> DoctorReport:
     """Collect the doctor's report (never raises for sandbox problems: they go in ``error``)."""
-    from grpo_code.sandbox.api import Sandbox, default_image, resolve_backend
-    from grpo_code.sandbox.image import EXECUTOR_LABEL, executor_hash
+    from grpo_code.sandbox.api import Sandbox, resolve_backend
+    from grpo_code.sandbox.image import EXECUTOR_LABEL, default_image, executor_hash
     from grpo_code.sandbox.types import LANGUAGES
 
     cfg = config or SandboxConfig()
-    engine = docker_backend.engine_version()
+    engine = docker_engine.engine_version()
     images: dict[str, dict[str, Any]] = {}
     if engine:
         for language in LANGUAGES:  # each language has its own image; only python is self-tested
             name = default_image(cfg, language)
-            present = docker_backend.image_id(name) is not None
+            present = docker_engine.image_id(name) is not None
             try:
-                current = present and docker_backend.image_label(name, EXECUTOR_LABEL) == executor_hash()
+                current = present and docker_engine.image_label(name, EXECUTOR_LABEL) == executor_hash()
             except GrpoCodeError:  # the engine failed between two calls: reported as not current
                 current = False
             images[language] = {"image": name, "present": present, "up_to_date": bool(current)}

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_code import resources
+from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
-from grpo_code.sandbox import docker_backend
+from grpo_code.paths import cache_dir
+from grpo_code.sandbox import engine
 from grpo_code.sandbox.local_backend import EXECUTOR
 
 RUNTIME_DIR = EXECUTOR.parent
@@ -40,6 +42,11 @@ BOOTSTRAP_PACKAGES = {"python": ["python3"], "javascript": ["python3", "nodejs"]
 HASH_LABEL = "grpo-code.build-hash"
 EXECUTOR_LABEL = "grpo-code.executor-hash"
 BOOTSTRAP_LABEL = "grpo-code.bootstrap"
+DEFAULT_IMAGES = {
+    "python": "grpo-code-sandbox-python:latest",
+    "javascript": "grpo-code-sandbox-javascript:latest",
+    "cpp": "grpo-code-sandbox-cpp:latest",
+}
 
 Log = Callable[[str], None]
 
@@ -53,8 +60,16 @@ class BuildReport:
     build_hash: str
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("GRPO_CODE_CACHE") or Path.home() / ".cache" / "grpo-code")
+def image_name(language: str) -> str:
+    """The image `grpo-code sandbox build --lang LANGUAGE` makes."""
+    return DEFAULT_IMAGES.get(language, f"grpo-code-sandbox-{language}:latest")
+
+
+def default_image(config: SandboxConfig, language: str = "python") -> str:
+    """The image a sandbox runs a language in: ``sandbox.image`` for Python when set, else the built one."""
+    if language == "python" and config.image:
+        return config.image
+    return image_name(language)
 
 
 def dockerfile(lang: str) -> Path:
@@ -150,7 +165,7 @@ def bootstrap_base(lang: str, log: Log = print) -> str:
     codename, sources = host_debian_sources()
     key = hashlib.sha256("\n".join([codename, *packages, *sources]).encode()).hexdigest()[:16]
     name = f"grpo-code-base-{lang}:{codename}"
-    if docker_backend.image_id(name) and docker_backend.image_label(name, BOOTSTRAP_LABEL) == key:
+    if engine.image_id(name) and engine.image_label(name, BOOTSTRAP_LABEL) == key:
         log(f"base image {name} is up to date")
         return name
     tarball = cache_dir() / "bootstrap" / f"debian-{codename}-{'-'.join(packages)}-{key}.tar"
@@ -182,7 +197,7 @@ def bootstrap_base(lang: str, log: Log = print) -> str:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     log(f"importing {tarball.name} as {name}")
-    docker_backend.import_tarball(tarball, name, [f"LABEL {BOOTSTRAP_LABEL}={key}"])
+    engine.import_tarball(tarball, name, [f"LABEL {BOOTSTRAP_LABEL}={key}"])
     return name
 
 
@@ -217,9 +232,9 @@ def build(
 ) -> BuildReport:
     """Build the sandbox image for ``lang`` unless an up-to-date one exists."""
     dockerfile(lang)
-    if docker_backend.engine_version() is None:
+    if engine.engine_version() is None:
         raise SandboxError("no Docker engine answers", "start dockerd, then rerun `grpo-code sandbox build`")
-    tag = tag or docker_backend.image_name(lang)
+    tag = tag or image_name(lang)
     if bootstrap and base_image is None:
         base_image = bootstrap_base(lang, log)
     if base_image is None and lang not in DEFAULT_BASE:
@@ -228,20 +243,20 @@ def build(
             f"use `grpo-code sandbox build --lang {lang} --bootstrap`, or --base-image with such an image",
         )
     base_image = base_image or DEFAULT_BASE[lang]
-    base_id = docker_backend.image_id(base_image)
+    base_id = engine.image_id(base_image)
     if base_id is None:
         log(f"pulling {base_image}")
         try:
-            docker_backend.pull_image(base_image)
+            engine.pull_image(base_image)
         except SandboxError as exc:
             raise SandboxError(
                 f"base image {base_image!r} is not available ({exc.what})",
                 "without a registry use `grpo-code sandbox build --bootstrap` (builds the base from Debian sources)",
             ) from None
-        base_id = docker_backend.image_id(base_image) or ""
+        base_id = engine.image_id(base_image) or ""
     digest = build_hash(lang, base_id)
-    old_id = docker_backend.image_id(tag)
-    if not force and old_id and docker_backend.image_label(tag, HASH_LABEL) == digest:
+    old_id = engine.image_id(tag)
+    if not force and old_id and engine.image_label(tag, HASH_LABEL) == digest:
         log(f"{tag} is up to date (base {base_image})")
         return BuildReport(tag, base_image, False, digest)
     log(f"building {tag} from {base_image}")
@@ -251,14 +266,14 @@ def build(
             target = Path(ctx) / "executor" / path.relative_to(RUNTIME_DIR)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, target)
-        docker_backend.build_image(
+        engine.build_image(
             ctx,
             tag,
             buildargs={"BASE_IMAGE": base_image},
             labels={HASH_LABEL: digest, EXECUTOR_LABEL: executor_hash()},
         )
-    new_id = docker_backend.image_id(tag)
+    new_id = engine.image_id(tag)
     if old_id and old_id != new_id:
-        docker_backend.remove_image(old_id)
+        engine.remove_image(old_id)
     log(f"built {tag}")
     return BuildReport(tag, base_image, True, digest)

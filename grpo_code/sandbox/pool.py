@@ -3,7 +3,9 @@
 Workers are started lazily (the first jobs start them, in parallel), handed to one job at
 a time, retired after ``max_jobs`` jobs, and destroyed when they die or hang. A job whose
 worker was lost is retried once on a fresh worker, then reported as ``infra_error`` (never
-blamed on the program). Every live pool is shut down at interpreter exit.
+blamed on the program). A job the executor refuses (it cannot run that job) is an
+``infra_error`` at once: the worker is healthy and keeps serving, and running the job
+again would end the same way. Every live pool is shut down at interpreter exit.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from grpo_code.errors import SandboxError
-from grpo_code.sandbox.types import job_deadline_s
-from grpo_code.sandbox.worker import ExecutorKilled, Worker, WorkerLost
+from grpo_code.sandbox.wire import job_deadline_s
+from grpo_code.sandbox.worker import ExecutorKilled, JobRefused, Worker, WorkerLost
 
 _LIVE: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
@@ -46,7 +48,7 @@ class WorkerPool:
         self._index = 0
         self._closed = False
         self._reapers: list[threading.Thread] = []
-        self.stats = {"jobs": 0, "lost": 0, "infra_errors": 0, "started": 0, "retired": 0}
+        self.stats = {"jobs": 0, "lost": 0, "refused": 0, "infra_errors": 0, "started": 0, "retired": 0}
         _LIVE.add(self)
 
     # ----------------------------------------------------------------- workers
@@ -151,6 +153,11 @@ class WorkerPool:
                 continue
             try:
                 result = worker.run(wire, timeout)
+            except JobRefused as exc:
+                self._release(worker)
+                self._count_stat("refused")
+                self._count_stat("infra_errors")
+                return None, f"{worker.name}: the executor could not run this job: {exc}"
             except WorkerLost as exc:
                 error = f"{worker.name}: {exc}"
                 killed += isinstance(exc, ExecutorKilled)

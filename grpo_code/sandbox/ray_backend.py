@@ -1,8 +1,8 @@
 """The Ray backend: sandbox jobs spread over a Ray cluster, each node running its own pool.
 
-Selected with ``sandbox.backend: ray`` (extra ``ray``). One :class:`NodeSandbox` actor per
-alive node with CPUs (or ``sandbox.ray.actors`` of them, dealt over those nodes) owns a local
-:class:`~grpo_code.sandbox.api.Sandbox` on that node (``sandbox.ray.node_backend``, docker
+Selected with ``sandbox.backend: ray`` (extra ``ray``). One :class:`SandboxActor` per
+alive node with CPUs (or ``sandbox.ray.actors`` of them, dealt over those nodes) owns a
+:class:`~grpo_code.sandbox.node.NodeSandbox` on that node (``sandbox.ray.node_backend``, docker
 by default), so verdicts come from the same executor, limits and retries as on one machine.
 The driver side, :class:`RayPool`, keeps the queue and hands each actor at most
 ``max_inflight`` jobs at a time: the nodes' queues stay short, and a slow or lost node holds
@@ -22,6 +22,7 @@ import asyncio
 import atexit
 import collections
 import dataclasses
+import hashlib
 import itertools
 import logging
 import os
@@ -36,6 +37,7 @@ from typing import Any
 
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import GrpoCodeError, SandboxError
+from grpo_code.sandbox.node import NodeSandbox, resolve_backend
 from grpo_code.sandbox.types import Job, Result, Status
 
 # Results are small JSON-like objects; the private instance needs little shared memory.
@@ -117,13 +119,11 @@ def connect(address: str | None) -> Any:
     return ray
 
 
-class NodeSandbox:
-    """A Ray actor on one node: a local sandbox pool that runs the jobs it is handed."""
+class SandboxActor:
+    """A Ray actor on one node: that node's sandbox, running the jobs it is handed."""
 
     def __init__(self, config: SandboxConfig):
-        from grpo_code.sandbox.api import Sandbox
-
-        self._sandbox = Sandbox(config)
+        self._sandbox = NodeSandbox(config, resolve_backend(config), config.workers or os.cpu_count() or 1)
 
     def start(self) -> dict[str, Any]:
         """Start the pool's workers; returns where this actor runs and how big its pool is."""
@@ -148,8 +148,11 @@ class NodeSandbox:
     def stats(self) -> dict[str, int]:
         return self._sandbox.stats
 
+    def fingerprint(self, language: str) -> str:
+        return self._sandbox.fingerprint(language)
+
     def close(self) -> None:
-        self._sandbox.close()
+        self._sandbox.shutdown()
 
 
 @dataclass(eq=False)
@@ -199,15 +202,16 @@ class RayPool:
 
     # ----------------------------------------------------------------- actors
 
-    def start(self) -> RayPool:
-        """Connect, start the actors (in parallel) and wait until they are ready. Idempotent."""
+    def start(self, language: str = "python") -> RayPool:
+        """Connect, start the actors (in parallel) and wait until they are ready. Idempotent.
+        (Every actor serves every language: ``language`` is for the ``Sandbox`` interface.)"""
         with self._lock:
             if self._closed:
                 raise SandboxError("the sandbox was shut down", "create a new Sandbox")
             if self._thread is not None:
                 return self
             self._ray = connect(self.ray_config.address)
-            self._cls = self._ray.remote(NodeSandbox)
+            self._cls = self._ray.remote(SandboxActor)
             actors = [self._spawn(node, workers) for node, workers in self._placements()]
             errors = []
             for actor in actors:
@@ -284,6 +288,21 @@ class RayPool:
 
     def worker_names(self) -> list[str]:
         return sorted(a["name"] for a in self.actors())
+
+    def fingerprint(self, language: str) -> str:
+        """What the actors' nodes run for ``language`` (:meth:`NodeSandbox.fingerprint` of
+        each); nodes that run different images make a fingerprint of them all."""
+        self.start()
+        actors = [a for a in list(self._actors) if a.ready and not a.lost]
+        try:
+            found = sorted(set(self._ray.get([a.handle.fingerprint.remote(language) for a in actors],
+                                             timeout=ACTOR_START_TIMEOUT_S)))
+        except Exception as exc:  # noqa: BLE001 - Ray raises many types for a lost actor
+            raise SandboxError(f"cannot read the sandbox fingerprint of the Ray actors: {_short(exc)}",
+                               "rerun; `grpo-code sandbox doctor` on the nodes tells what is missing") from None
+        if len(found) == 1:
+            return found[0]
+        return hashlib.sha256(" ".join(found).encode()).hexdigest()[:16]
 
     # ----------------------------------------------------------------- jobs
 

@@ -1,57 +1,46 @@
-"""Jobs and results: the public, JSON-serialisable contract of the sandbox.
+"""Jobs: the public, JSON-serialisable contract of what the sandbox runs.
 
-A :class:`Job` is a program plus its tests (``script``, ``io`` or ``call``) and limits; a
-:class:`Result` holds one :class:`TestResult` per test and a job-level :class:`Status`.
+A :class:`Job` is a program plus its tests (``script``, ``io`` or ``call``) and
+:class:`Limits`; the sandbox answers it with a :class:`Result` (:mod:`.results`, re-exported
+here) holding one :class:`TestResult` per test and a job-level :class:`Status`.
 ``to_dict``/``from_dict`` (and ``to_json``/``from_json``) match the format documented in
 docs/sandbox.md exactly; malformed input raises :class:`~grpo_code.errors.SandboxError`
-naming the field. Verdicts are decided by the executor's harness, never by these types.
+naming the field. How a job travels to the executor is :mod:`.wire`.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox.executor import codec
 from grpo_code.sandbox.executor.runners import RUNNERS
+from grpo_code.sandbox.results import Result, Status, TestResult, Verdict
+
+__all__ = [
+    "LANGUAGES", "CallTest", "IoTest", "Job", "Limits", "LimitsError", "Result", "ScriptTest", "Status", "TestCase",
+    "TestResult", "Verdict", "load_jobs", "testcase_from_dict",
+]
 
 LANGUAGES = tuple(RUNNERS)
 """Languages with a runner (grpo_code/sandbox/executor/runners.py); each has its own image."""
-JOB_PART_BYTES = 16 * 1024 * 1024
-"""A job whose JSON is larger (tests with large expected values) runs as several parts of
-at most this size, one after another in one worker, and comes back as one result."""
-MAX_TEST_BYTES = 48 * 1024 * 1024
-"""The largest one test may be; the containers' memory allows for a part this large."""
 COMPARE_MODES = ("exact", "lines", "tokens")
 """How ``io`` output is compared (grpo_code/sandbox/executor/compare.py)."""
 VALUE_COMPARE_MODES = ("value", "python")
 """How ``call`` values are compared: plain-data equality, or Python's ``==`` (evalplus)."""
 
 
-class Verdict(str, enum.Enum):
-    """The outcome of one test."""
+class LimitsError(ValueError):
+    """A ``limits`` object that is not valid; ``field`` names where (``limits.timeout_s``).
+    Each reader (job file, task line, suite.yaml) wraps it into its own error with its location."""
 
-    PASS = "pass"
-    FAIL = "fail"
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    RUNTIME_ERROR = "runtime_error"
-    COMPILE_ERROR = "compile_error"
-    OUTPUT_LIMIT = "output_limit"
-    """The returned value is over the sandbox's size limits (docs/sandbox.md, Values)."""
-
-
-class Status(str, enum.Enum):
-    """The outcome of a job: every test passed, some did not, or the sandbox failed."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    INFRA_ERROR = "infra_error"
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -65,6 +54,33 @@ class Limits:
         return {
             k: v for k, v in (("timeout_s", self.timeout_s), ("memory_mb", self.memory_mb)) if v is not None
         }
+
+    def over(self, base: Limits) -> Limits:
+        """These limits, with the fields left ``None`` taken from ``base`` (a task's over its suite's)."""
+        return Limits(self.timeout_s if self.timeout_s is not None else base.timeout_s,
+                      self.memory_mb if self.memory_mb is not None else base.memory_mb)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "limits") -> Limits:
+        """The one reading of a ``limits`` object (``None``: no limits of its own); raises
+        :class:`LimitsError` naming the field and what it must be."""
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise LimitsError(where, f"{data!r} must be an object with timeout_s and/or memory_mb")
+        unknown = sorted(set(data) - {"timeout_s", "memory_mb"})
+        if unknown:
+            raise LimitsError(where, f"has unknown keys {unknown} (known: timeout_s, memory_mb)")
+        timeout, memory = data.get("timeout_s"), data.get("memory_mb")
+        if timeout is not None and not (_number(timeout) and 0 < timeout <= 600):
+            raise LimitsError(f"{where}.timeout_s", f"{timeout!r} must be seconds in (0, 600]")
+        if memory is not None and not (_number(memory) and isinstance(memory, int) and memory >= 16):
+            raise LimitsError(f"{where}.memory_mb", f"{memory!r} must be an integer >= 16")
+        return cls(float(timeout) if timeout is not None else None, memory)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -308,28 +324,15 @@ class Job:
         _want(isinstance(data.get("program"), str), "program", "must be a string")
         tests = data.get("tests")
         _want(isinstance(tests, list) and tests, "tests", "must be a non-empty list")
-        limits = data.get("limits") or {}
-        _want(isinstance(limits, dict), "limits", "must be an object")
-        bad = sorted(set(limits) - {"timeout_s", "memory_mb"})
-        _want(not bad, "limits", f"has unknown keys {bad} (expected timeout_s, memory_mb)")
-        timeout = limits.get("timeout_s")
-        memory = limits.get("memory_mb")
-        _want(
-            timeout is None
-            or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout <= 600),
-            "limits.timeout_s",
-            f"is {timeout!r} (expected seconds in (0, 600])",
-        )
-        _want(
-            memory is None or (isinstance(memory, int) and not isinstance(memory, bool) and memory >= 16),
-            "limits.memory_mb",
-            f"is {memory!r} (expected an integer >= 16)",
-        )
+        try:
+            limits = Limits.from_dict(data.get("limits"))
+        except LimitsError as exc:
+            raise SandboxError(f"bad job: {exc}", "see docs/sandbox.md for the job format") from None
         return cls(
             program=data["program"],
             tests=tuple(testcase_from_dict(t, f"tests[{i}]") for i, t in enumerate(tests)),
             language=data.get("language", "python"),
-            limits=Limits(timeout_s=float(timeout) if timeout is not None else None, memory_mb=memory),
+            limits=limits,
             entry_point=data.get("entry_point"),
             checkers=data.get("checkers") or {},
             record=data.get("record", False) is True,
@@ -337,140 +340,20 @@ class Job:
 
     @classmethod
     def from_json(cls, text: str) -> Job:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise SandboxError(
-                f"bad job: not JSON ({exc})", "see docs/sandbox.md for the job format"
-            ) from None
-        return cls.from_dict(data)
+        return cls.from_dict(_json(text, "bad job: not JSON", "see docs/sandbox.md for the job format"))
 
 
-@dataclass(frozen=True)
-class TestResult:
-    """The verdict of one test and what the harness saw (output truncated to the cap)."""
-
-    __test__ = False  # not a pytest class
-    verdict: Verdict
-    duration_ms: float = 0.0
-    """Wall-clock time of the test (fork to verdict)."""
-    stdout: str = ""
-    stderr: str = ""
-    message: str = ""
-    cpu_ms: float = 0.0
-    """CPU time of the test's processes (program and judge): what the time limit is decided on."""
-    attested: bool = True
-    """False when the test's asserts ran next to the program (JavaScript and C++ script
-    tests): a program written to forge that pass could (docs/sandbox.md, threat model)."""
-    value: Any = None
-    """A record job's call test: the returned value (codec tree); else None."""
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict is Verdict.PASS
-
-    @property
-    def why(self) -> str:
-        """What the harness said of a test that did not pass: its message, else its stderr."""
-        return self.message or self.stderr
-
-    def last_line(self, limit: int = 300) -> str:
-        """The last line of :attr:`why` (where the exception is), cut at ``limit``."""
-        lines = self.why.strip().splitlines()
-        return lines[-1][:limit] if lines else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict.value,
-            "duration_ms": self.duration_ms,
-            "cpu_ms": self.cpu_ms,
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-            "message": self.message,
-            "attested": self.attested,
-            **({"value": self.value} if self.value is not None else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TestResult:
-        return cls(
-            verdict=Verdict(data["verdict"]),
-            duration_ms=float(data.get("duration_ms", 0.0)),
-            stdout=str(data.get("stdout", "")),
-            stderr=str(data.get("stderr", "")),
-            message=str(data.get("message", "")),
-            cpu_ms=float(data.get("cpu_ms", 0.0)),
-            attested=bool(data.get("attested", True)),
-            value=data.get("value"),
-        )
-
-
-@dataclass(frozen=True)
-class Result:
-    """The outcome of one job. ``infra_error`` means the sandbox failed, not the program."""
-
-    status: Status
-    passed: int
-    total: int
-    tests: tuple[TestResult, ...] = ()
-    duration_ms: float = 0.0
-    error: str | None = None
-
-    def first_failure(self) -> tuple[int, TestResult] | None:
-        """The first test that did not pass, with its index, or None."""
-        return next(((i, t) for i, t in enumerate(self.tests) if not t.passed), None)
-
-    @property
-    def pass_fraction(self) -> float | None:
-        """Share of tests passed, or None for an infrastructure error (mask it, don't score 0)."""
-        if self.status is Status.INFRA_ERROR or not self.total:
-            return None
-        return self.passed / self.total
-
-    @classmethod
-    def infra_error(cls, total: int, error: str, duration_ms: float = 0.0) -> Result:
-        return cls(
-            status=Status.INFRA_ERROR, passed=0, total=total, tests=(), duration_ms=duration_ms, error=error
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status.value,
-            "passed": self.passed,
-            "total": self.total,
-            "tests": [t.to_dict() for t in self.tests],
-            "duration_ms": self.duration_ms,
-            "error": self.error,
-        }
-
-    def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Result:
-        tests = tuple(TestResult.from_dict(t) for t in data.get("tests", []))
-        return cls(
-            status=Status(data["status"]),
-            passed=int(data["passed"]),
-            total=int(data["total"]),
-            tests=tests,
-            duration_ms=float(data.get("duration_ms", 0.0)),
-            error=data.get("error"),
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> Result:
-        return cls.from_dict(json.loads(text))
+def _json(text: str, what: str, hint: str) -> Any:
+    """Parsed JSON, or a :class:`SandboxError` saying ``what`` (with the parser's reason)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SandboxError(f"{what} ({exc})", hint) from None
 
 
 def load_jobs(text: str, source: str = "job file") -> list[Job]:
     """Parse a job file holding one job object or a list of them."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise SandboxError(
-            f"{source}: not valid JSON ({exc})", "a job file holds one job object or a list of them"
-        ) from None
+    data = _json(text, f"{source}: not valid JSON", "a job file holds one job object or a list of them")
     items = data if isinstance(data, list) else [data]
     if not items:
         raise SandboxError(f"{source}: the list of jobs is empty", "put at least one job in the file")
@@ -482,68 +365,3 @@ def load_jobs(text: str, source: str = "job file") -> list[Job]:
             where = f"job {i}: " if isinstance(data, list) else ""
             raise SandboxError(f"{source}: {where}{exc.what}", exc.hint) from None
     return jobs
-
-
-def wire_job(
-    job: Job,
-    timeout_s: float,
-    memory_mb: int,
-    max_output_bytes: int,
-    file_size_mb: int,
-    compile_timeout_s: float = 10.0,
-    compile_memory_mb: int = 1024,
-) -> dict[str, Any]:
-    """The job as the executor receives it: limits resolved against the config."""
-    out = job.to_dict()
-    out["limits"] = {
-        "timeout_s": job.limits.timeout_s if job.limits.timeout_s is not None else timeout_s,
-        "memory_mb": job.limits.memory_mb if job.limits.memory_mb is not None else memory_mb,
-        "max_output_bytes": max_output_bytes,
-        "file_size_mb": file_size_mb,
-    }
-    if RUNNERS[job.language].compiled:
-        out["limits"]["compile_timeout_s"] = compile_timeout_s
-        out["limits"]["compile_memory_mb"] = compile_memory_mb
-    return out
-
-
-def wire_for(job: Job, config: Any) -> dict[str, Any]:
-    """``wire_job`` with the limits of a ``SandboxConfig``: what a sandbox sends and a cache key hashes."""
-    return wire_job(job, config.timeout_s, config.memory_mb, config.max_output_kb * 1024, config.file_size_mb,
-                    config.compile_timeout_s, config.compile_memory_mb)
-
-
-def split_wire(wire: dict[str, Any], part_bytes: int = JOB_PART_BYTES) -> list[dict[str, Any]] | str:
-    """The wire job as parts of at most ``part_bytes`` of JSON (usually one part: itself),
-    or a message when one test alone is over :data:`MAX_TEST_BYTES`."""
-    if len(json.dumps(wire)) <= part_bytes:
-        return [wire]
-    base = len(json.dumps({**wire, "tests": []}))
-    parts: list[dict[str, Any]] = []
-    chunk: list[dict[str, Any]] = []
-    size = base
-    for i, test in enumerate(wire["tests"]):
-        n = len(json.dumps(test)) + 2
-        if n > MAX_TEST_BYTES:
-            return (f"test {i} is {n / 2**20:.1f} MiB of JSON, over the {MAX_TEST_BYTES >> 20} MiB limit of one test "
-                    "(docs/sandbox.md, Values)")
-        if chunk and size + n > part_bytes:
-            parts.append({**wire, "tests": chunk})
-            chunk, size = [], base
-        chunk.append(test)
-        size += n
-    parts.append({**wire, "tests": chunk})
-    return parts
-
-
-def job_deadline_s(wire: dict[str, Any]) -> float:
-    """How long the host waits for a job before it declares the sandbox hung."""
-    # Time limits are on CPU time; the wall clock of a test on a loaded machine can be a
-    # few times its limit (the executor's own backstop is 10x), so allow 4x here.
-    per_test = 4 * float(wire["limits"]["timeout_s"]) + 1.0
-    deadline = 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)
-    if "compile_timeout_s" in wire["limits"]:
-        # at most one build per test kind (C++: the program alone for io, with the tests for script)
-        builds = len({t["kind"] for t in wire["tests"]})
-        deadline += builds * (float(wire["limits"]["compile_timeout_s"]) + 2.0)
-    return deadline

@@ -4,7 +4,11 @@ A :class:`Worker` wraps a started executor and the file descriptors of its chann
 pipes of a subprocess, or a unix socket the executor connected to). It waits for the
 ``ready`` line, then sends one job at a time and reads the reply with a deadline. A worker
 that dies, hangs or answers garbage raises :class:`WorkerLost`; the pool then destroys it
-(removing its container) and retries the job on a fresh one.
+(removing its container) and retries the job on a fresh one; so does an executor whose
+harness failed on a job (``harness failure: ...``: its zygote or judge, as in a lost
+worker). An executor that answers that it cannot run the job at all (``executor failure:
+...``: the job is bad for it) raises :class:`JobRefused`: the worker is healthy and stays,
+and the job is not retried.
 """
 
 from __future__ import annotations
@@ -21,6 +25,20 @@ from typing import Any
 
 class WorkerLost(Exception):
     """The executor died, hung or broke the protocol; the job did not get a verdict."""
+
+
+HARNESS_FAILURE = "harness failure:"
+"""How the executor's ``error`` reply starts when its harness failed on a job (executor/main.py)."""
+
+
+class HarnessFailed(WorkerLost):
+    """The executor's harness (its zygote or judge) failed on this job: not the program's
+    doing; handled as a lost worker (a fresh one, the job retried once)."""
+
+
+class JobRefused(Exception):
+    """A healthy executor answered that it could not run this job (``executor failure``):
+    the job is bad for it, not the worker; running it again would end the same way."""
 
 
 class ExecutorKilled(WorkerLost):
@@ -103,7 +121,8 @@ class Worker:
             self._buf += chunk
 
     def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send one message and wait for its answer, or raise :class:`WorkerLost`."""
+        """Send one message and wait for its answer; raises :class:`WorkerLost` when the
+        executor did not answer it, :class:`JobRefused` when it answered with an error."""
         if self._dead:
             raise WorkerLost("worker already destroyed")
         self._next_id += 1
@@ -118,12 +137,13 @@ class Worker:
         if reply.get("id") != mid:
             raise WorkerLost(f"answer to message {reply.get('id')!r}, expected {mid}")
         if "error" in reply:
-            raise WorkerLost(str(reply["error"]))
+            error = str(reply["error"])
+            raise HarnessFailed(error) if error.startswith(HARNESS_FAILURE) else JobRefused(error)
         return reply
 
     def run(self, wire_job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        reply = self.request({"job": wire_job}, timeout_s)
         self.jobs_done += 1
+        reply = self.request({"job": wire_job}, timeout_s)
         if not isinstance(reply.get("result"), dict):
             raise WorkerLost("answer without a result")
         return reply["result"]
@@ -131,7 +151,7 @@ class Worker:
     def ping(self, timeout_s: float = 5.0) -> bool:
         try:
             return bool(self.request({"ping": True}, timeout_s).get("pong"))
-        except WorkerLost:
+        except (WorkerLost, JobRefused):
             return False
 
     # ----------------------------------------------------------------- lifecycle

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grpo_code.sandbox.fingerprint import harness_fingerprint
-from grpo_code.sandbox.image import cache_dir
+from grpo_code.paths import cache_dir
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.schema import Task
 
@@ -93,7 +92,7 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
     broken: dict[str, str] = {}
     jobs = []
     for task in todo:
-        path = oracle_dir() / f"{_key(task, harness_fingerprint(task.language, sandbox.config))}.json.gz"
+        path = oracle_dir() / f"{_key(task, sandbox.fingerprint(task.language))}.json.gz"
         cached = _load(path) if use_cache else None
         indices = _pending(task)
         if cached is not None and set(cached) == set(indices):

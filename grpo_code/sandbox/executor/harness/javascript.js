@@ -26,23 +26,16 @@ const assert = require('assert');
 // vm.Script.prototype.runInThisContext, to skip the test code) changes nothing here.
 // Report lines are built from stringified primitives by concatenation only, never by
 // methods the program could patch, so it cannot splice fields into a report.
-const apply = Reflect.apply;
-const writeSync = fs.writeSync;
-const stringify = JSON.stringify;
-const parse = JSON.parse;
-const getPrototypeOf = Object.getPrototypeOf;
-const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
-const hasOwn = Object.hasOwn;
-const ownKeys = Reflect.ownKeys;
-const isArray = Array.isArray;
-const ArrayProto = Array.prototype;
-const ObjectProto = Object.prototype;
-const AssertionError = assert.AssertionError;
-const isFinite_ = Number.isFinite;
+const { apply, ownKeys } = Reflect;
+const { writeSync } = fs;
+const { stringify, parse } = JSON;
+const { getPrototypeOf, getOwnPropertyDescriptor, hasOwn, prototype: ObjectProto } = Object;
+const { isArray, prototype: ArrayProto } = Array;
+const { AssertionError } = assert;
+const { isFinite: isFinite_ } = Number;
 const String_ = String;
-const runScript = vm.Script.prototype.runInThisContext;
-const runInThisContext = vm.runInThisContext;
-const exit = process.exit;
+const { runInThisContext, Script: { prototype: { runInThisContext: runScript } } } = vm;
+const { exit } = process;
 const REPORT_FD = 3;
 const JOB_FD = 4;
 const HERE = __filename;

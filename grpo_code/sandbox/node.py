@@ -1,0 +1,177 @@
+"""The sandbox of one machine: a warm worker pool per language, on the docker or local backend.
+
+:class:`NodeSandbox` is what a :class:`~grpo_code.sandbox.api.Sandbox` runs jobs on when its
+backend is ``docker`` or ``local``, and what each Ray actor (:mod:`.ray_backend`) runs on its
+node. Each language has its own pool (its own image); a job runs as one or more parts
+(:func:`~grpo_code.sandbox.wire.split_wire`) in one worker and comes back as one
+:class:`~grpo_code.sandbox.types.Result`. :meth:`NodeSandbox.fingerprint` names what produces
+the verdicts here (:mod:`.fingerprint`).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from grpo_code.config import SandboxConfig
+from grpo_code.errors import SandboxError
+from grpo_code.sandbox import docker_backend, engine, local_backend
+from grpo_code.sandbox.executor.runners import RUNNERS
+from grpo_code.sandbox.fingerprint import sandbox_fingerprint
+from grpo_code.sandbox.image import default_image
+from grpo_code.sandbox.pool import WorkerPool, shutdown_all
+from grpo_code.sandbox.types import Job, Result, Status
+from grpo_code.sandbox.wire import split_wire, wire_for
+
+BACKENDS = ("auto", "docker", "local", "ray")
+
+
+def resolve_backend(config: SandboxConfig, language: str = "python") -> str:
+    """``auto`` becomes ``docker`` when an engine answers and the language's image exists, else ``local``."""
+    if config.backend not in BACKENDS:
+        raise SandboxError(f"unknown sandbox backend {config.backend!r}", "use auto, docker, local or ray")
+    if config.backend != "auto":
+        return config.backend
+    if engine.engine_version() and engine.image_id(default_image(config, language)):
+        return "docker"
+    return "local"
+
+
+_SIGTERM_INSTALLED = False
+
+
+def _install_sigterm() -> None:
+    """Turn SIGTERM into a normal exit so atexit removes the containers."""
+    global _SIGTERM_INSTALLED
+    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        shutdown_all()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    _SIGTERM_INSTALLED = True
+
+
+class NodeSandbox:
+    """Runs jobs on this machine with at most ``workers`` at once per language. Thread-safe."""
+
+    def __init__(self, config: SandboxConfig, backend: str, workers: int, quiet: bool = False):
+        if backend not in ("docker", "local"):
+            raise SandboxError(f"a machine's sandbox runs on docker or local, not {backend!r}",
+                               "set sandbox.backend (or sandbox.ray.node_backend) to docker, local or auto")
+        self.config = config
+        self.backend = backend
+        self.workers = workers
+        self._quiet = quiet
+        self._lock = threading.Lock()
+        self._pools: dict[str, WorkerPool] = {}
+        self._threads: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def image_identity(self, language: str) -> str:
+        """What the verdicts' runtime is: the docker image's id, or the host Python that runs
+        the local executor."""
+        if self.backend == "docker":
+            image = default_image(self.config, language)
+            return engine.image_id(image) or f"docker:absent:{image}"
+        return f"local:{sys.executable}:{sys.version.split()[0]}"
+
+    def fingerprint(self, language: str) -> str:
+        """The sandbox fingerprint of a language here: image identity, harness, default limits."""
+        return sandbox_fingerprint(self.image_identity(language), language, self.config)
+
+    def _ensure(self, language: str) -> WorkerPool:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed", "create a new Sandbox")
+            pool = self._pools.get(language)
+            if pool is not None:
+                return pool
+            cfg = self.config
+            if self.backend == "docker":
+                # A compiler may use compile_memory_mb, the container must hold it.
+                memory = max(cfg.memory_mb, cfg.compile_memory_mb) if RUNNERS[language].compiled else cfg.memory_mb
+                factory: Any = docker_backend.DockerFactory(
+                    default_image(cfg, language), memory, cfg.pids_limit, cfg.tmpfs_mb
+                )
+            else:
+                local_backend.check_tools(language)
+                if not self._quiet and not self._pools:
+                    local_backend.warn_local()
+                factory = local_backend.LocalFactory()
+            _install_sigterm()
+            self._pools[language] = pool = WorkerPool(factory, self.workers, cfg.container_max_jobs)
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grpo-sandbox")
+            return pool
+
+    def start(self, language: str = "python") -> NodeSandbox:
+        """Start every worker of a language now (otherwise they start with the first jobs)."""
+        self._ensure(language).start()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop the workers and remove their containers / temp dirs. Idempotent."""
+        with self._lock:
+            self._closed = True
+            pools, threads = list(self._pools.values()), self._threads
+            self._pools, self._threads = {}, None
+        if threads is not None:
+            threads.shutdown(wait=False, cancel_futures=True)
+        for pool in pools:
+            pool.shutdown()
+
+    def worker_names(self) -> list[str]:
+        """Names of the live workers (docker: container names), for diagnostics."""
+        with self._lock:
+            pools = list(self._pools.values())
+        return sorted(name for pool in pools for name in pool.worker_names())
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters summed over the pools of every language used so far."""
+        with self._lock:
+            pools = list(self._pools.values())
+        total: dict[str, int] = {}
+        for pool in pools:
+            for key, value in pool.stats.items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def submit(self, job: Job) -> Future[Result]:
+        """Queue one job; the future resolves to its :class:`Result`."""
+        pool = self._ensure(job.language)
+        assert self._threads is not None
+        return self._threads.submit(self._execute, pool, job, wire_for(job, self.config))
+
+    def _execute(self, pool: WorkerPool, job: Job, wire: dict[str, Any]) -> Result:
+        start = time.monotonic()
+        parts = split_wire(wire)
+        if isinstance(parts, str):
+            return Result.infra_error(len(job.tests), parts)
+        results = []
+        for part in parts:
+            result, error = pool.run(part)
+            if result is None:
+                elapsed = round((time.monotonic() - start) * 1000, 3)
+                return Result.infra_error(len(job.tests), error or "unknown sandbox failure", elapsed)
+            results.append(result)
+        elapsed = round((time.monotonic() - start) * 1000, 3)
+        try:
+            tests = tuple(t for r in results for t in Result.from_dict(r).tests)
+        except (KeyError, ValueError, TypeError) as exc:
+            return Result.infra_error(len(job.tests), f"malformed result from the executor: {exc}", elapsed)
+        if len(tests) != len(job.tests) or any(r.get("total") != len(r.get("tests", ())) for r in results):
+            return Result.infra_error(
+                len(job.tests), "the executor returned the wrong number of tests", elapsed
+            )
+        passed = sum(t.passed for t in tests)
+        return Result(Status.PASS if passed == len(tests) else Status.FAIL, passed, len(tests), tests, elapsed, None)

@@ -1,0 +1,87 @@
+"""The wire format: a job as the executor receives it, in parts, with the host's deadline.
+
+A :class:`~grpo_code.sandbox.types.Job` leaves the host as a JSON object whose limits are
+resolved against the sandbox config (:func:`wire_for`: what a sandbox sends and a reward
+cache key hashes). A large one is cut into parts that run one after another in one worker
+(:func:`split_wire`), and the host waits for each at most :func:`job_deadline_s`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from grpo_code.sandbox.executor.runners import RUNNERS
+from grpo_code.sandbox.types import Job
+
+JOB_PART_BYTES = 16 * 1024 * 1024
+"""A job whose JSON is larger (tests with large expected values) runs as several parts of
+at most this size, one after another in one worker, and comes back as one result."""
+MAX_TEST_BYTES = 48 * 1024 * 1024
+"""The largest one test may be; the containers' memory allows for a part this large."""
+
+
+def wire_job(
+    job: Job,
+    timeout_s: float,
+    memory_mb: int,
+    max_output_bytes: int,
+    file_size_mb: int,
+    compile_timeout_s: float = 10.0,
+    compile_memory_mb: int = 1024,
+) -> dict[str, Any]:
+    """The job as the executor receives it: limits resolved against the config."""
+    out = job.to_dict()
+    out["limits"] = {
+        "timeout_s": job.limits.timeout_s if job.limits.timeout_s is not None else timeout_s,
+        "memory_mb": job.limits.memory_mb if job.limits.memory_mb is not None else memory_mb,
+        "max_output_bytes": max_output_bytes,
+        "file_size_mb": file_size_mb,
+    }
+    if RUNNERS[job.language].compiled:
+        out["limits"]["compile_timeout_s"] = compile_timeout_s
+        out["limits"]["compile_memory_mb"] = compile_memory_mb
+    return out
+
+
+def wire_for(job: Job, config: Any) -> dict[str, Any]:
+    """``wire_job`` with the limits of a ``SandboxConfig``: what a sandbox sends and a cache key hashes."""
+    return wire_job(job, config.timeout_s, config.memory_mb, config.max_output_kb * 1024, config.file_size_mb,
+                    config.compile_timeout_s, config.compile_memory_mb)
+
+
+def split_wire(wire: dict[str, Any], part_bytes: int = JOB_PART_BYTES) -> list[dict[str, Any]] | str:
+    """The wire job as parts of at most ``part_bytes`` of JSON (usually one part: itself),
+    or a message when one test alone is over :data:`MAX_TEST_BYTES`."""
+    if len(json.dumps(wire)) <= part_bytes:
+        return [wire]
+    base = len(json.dumps({**wire, "tests": []}))
+    parts: list[dict[str, Any]] = []
+    chunk: list[dict[str, Any]] = []
+    size = base
+    for i, test in enumerate(wire["tests"]):
+        n = len(json.dumps(test)) + 2
+        if n > MAX_TEST_BYTES:
+            return (f"test {i} is {n / 2**20:.1f} MiB of JSON, over the {MAX_TEST_BYTES >> 20} MiB limit of one test "
+                    "(docs/sandbox.md, Values)")
+        if chunk and size + n > part_bytes:
+            parts.append({**wire, "tests": chunk})
+            chunk, size = [], base
+        chunk.append(test)
+        size += n
+    parts.append({**wire, "tests": chunk})
+    return parts
+
+
+def job_deadline_s(wire: dict[str, Any]) -> float:
+    """How long the host waits for a job before it declares the sandbox hung."""
+    # Time limits are on CPU time; the wall clock of a test on a loaded machine can be a
+    # few times its limit (the executor's own backstop is 10x), so allow 4x here.
+    per_test = 4 * float(wire["limits"]["timeout_s"]) + 1.0
+    deadline = 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)
+    if "compile_timeout_s" in wire["limits"]:
+        # at most one build per test kind (C++: the program alone for io, with the tests for script)
+        builds = len({t["kind"] for t in wire["tests"]})
+        deadline += builds * (float(wire["limits"]["compile_timeout_s"]) + 2.0)
+    return deadline
