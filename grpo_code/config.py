@@ -2,7 +2,7 @@
 
 A run config is a YAML file whose top-level sections map onto the dataclasses below
 (``model``, ``generation``, ``tasks``, ``sandbox``, ``rewards``, ``train``, ``eval``,
-``output``). Command-line overrides use dotted keys typed by the dataclass fields::
+``output``); the generic loading is grpo_code/config_load.py. Command-line overrides use dotted keys typed by the dataclass fields::
 
     grpo-code config show configs/demo.yaml sandbox.workers=3 train.trl.learning_rate=1e-5
 
@@ -17,23 +17,43 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import types
-import typing
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 
-from grpo_code import resources
-from grpo_code.errors import ConfigError, MissingFileError
+from grpo_code.config_load import (
+    DEFAULT_CONFIG,
+    bounds,
+    build,
+    is_override,
+    parse_overrides,
+    read_yaml,
+    resolve_config_path,
+)
+from grpo_code.errors import ConfigError
 
-DEFAULT_CONFIG = "demo"
-"""The bundled config used when none is given (``configs/demo.yaml``, found by grpo_code/resources.py)."""
-
-
-def _bounds(lo: float | None = None, hi: float | None = None) -> dict[str, float | None]:
-    return {"min": lo, "max": hi}
+__all__ = [
+    "DEFAULT_CONFIG",
+    "EvalConfig",
+    "FilterConfig",
+    "GenerationConfig",
+    "ModelConfig",
+    "OutputConfig",
+    "RaySandboxConfig",
+    "RewardModelConfig",
+    "RewardTestsConfig",
+    "RewardsConfig",
+    "RunConfig",
+    "SandboxConfig",
+    "TasksConfig",
+    "TrainConfig",
+    "check_trl_keys",
+    "load_config",
+    "parse_overrides",
+    "read_yaml",
+    "resolve_config_path",
+]
 
 
 @dataclass
@@ -53,15 +73,15 @@ class GenerationConfig:
     """How completions are sampled, shared by training and eval."""
 
     backend: Literal["hf", "vllm", "openai"] = "hf"
-    max_new_tokens: int = field(default=256, metadata=_bounds(1))
-    temperature: float = field(default=0.8, metadata=_bounds(0.0))
-    top_p: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
-    top_k: int = field(default=50, metadata=_bounds(0))
+    max_new_tokens: int = field(default=256, metadata=bounds(1))
+    temperature: float = field(default=0.8, metadata=bounds(0.0))
+    top_p: float = field(default=1.0, metadata=bounds(0.0, 1.0))
+    top_k: int = field(default=50, metadata=bounds(0))
     """Sample among the k most likely tokens (0 = all); training and eval use the same value.
     50 is what transformers' ``generate`` uses unless told otherwise."""
-    batch_size: int = field(default=8, metadata=_bounds(1))
+    batch_size: int = field(default=8, metadata=bounds(1))
     vllm_mode: Literal["colocate", "server"] = "colocate"
-    vllm_gpu_memory_utilization: float = field(default=0.3, metadata=_bounds(0.05, 1.0))
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata=bounds(0.05, 1.0))
     server_url: str | None = None
     """Base URL of an OpenAI-compatible server (``openai`` backend) or a TRL vLLM server."""
 
@@ -87,13 +107,13 @@ class RaySandboxConfig:
     address: str | None = None
     """Cluster to join: ``auto`` (the one `ray start` made on this machine), ``ray://HOST:10001``
     (Ray Client) or ``HOST:PORT`` (the head's GCS); null = start a private Ray on this machine."""
-    actors: int | None = field(default=None, metadata=_bounds(1))
+    actors: int | None = field(default=None, metadata=bounds(1))
     """Sandbox actors, dealt round-robin over the alive nodes that offer CPUs to Ray; null = one each."""
     node_backend: Literal["docker", "local", "auto"] = "docker"
     """The pool each actor runs on its node (``local`` is not a security boundary)."""
-    max_inflight: int | None = field(default=None, metadata=_bounds(1))
+    max_inflight: int | None = field(default=None, metadata=bounds(1))
     """Jobs handed to one actor at a time (backpressure); null = twice its workers."""
-    retries: int = field(default=3, metadata=_bounds(0))
+    retries: int = field(default=3, metadata=bounds(0))
     """Times a job is resubmitted to another actor after its actor or node died."""
 
 
@@ -102,24 +122,24 @@ class SandboxConfig:
     """Where and under which limits programs run."""
 
     backend: Literal["auto", "docker", "local", "ray"] = "auto"
-    workers: int | None = field(default=None, metadata=_bounds(1))
+    workers: int | None = field(default=None, metadata=bounds(1))
     """Jobs run concurrently; null = the number of CPU cores (ray backend: per actor, that node's CPUs)."""
     image: str | None = None
     """Docker image for Python jobs; null = the image `grpo-code sandbox build` makes."""
-    timeout_s: float = field(default=5.0, metadata=_bounds(0.1, 600))
-    memory_mb: int = field(default=512, metadata=_bounds(32))
-    max_output_kb: int = field(default=64, metadata=_bounds(1))
-    container_max_jobs: int = field(default=2000, metadata=_bounds(1))
+    timeout_s: float = field(default=5.0, metadata=bounds(0.1, 600))
+    memory_mb: int = field(default=512, metadata=bounds(32))
+    max_output_kb: int = field(default=64, metadata=bounds(1))
+    container_max_jobs: int = field(default=2000, metadata=bounds(1))
     """A container is replaced after this many jobs (bounds any slow leak inside it)."""
-    pids_limit: int = field(default=128, metadata=_bounds(8))
+    pids_limit: int = field(default=128, metadata=bounds(8))
     """Processes a container may hold at once (contains fork bombs)."""
-    tmpfs_mb: int = field(default=64, metadata=_bounds(8))
+    tmpfs_mb: int = field(default=64, metadata=bounds(8))
     """Size of a container's tmpfs work dir (/tmp), wiped after every job."""
-    file_size_mb: int = field(default=16, metadata=_bounds(1))
+    file_size_mb: int = field(default=16, metadata=bounds(1))
     """Largest file a test may write (RLIMIT_FSIZE)."""
-    compile_timeout_s: float = field(default=10.0, metadata=_bounds(0.5, 600))
+    compile_timeout_s: float = field(default=10.0, metadata=bounds(0.5, 600))
     """Wall-clock limit of one build of a compiled language (C++); past it the tests are compile_error."""
-    compile_memory_mb: int = field(default=1024, metadata=_bounds(64))
+    compile_memory_mb: int = field(default=1024, metadata=bounds(64))
     """Address-space limit of the compiler (RLIMIT_AS); containers of compiled languages get room for it."""
     ray: RaySandboxConfig = field(default_factory=RaySandboxConfig)
     """Settings of the ``ray`` backend (ignored by the others)."""
@@ -140,7 +160,7 @@ class RewardTestsConfig:
     truncated: float | None = 0.0
     """Reward for a completion cut at the length limit inside its code block: the program is
     unfinished and is not run. null runs it like any other program."""
-    max_masked_frac: float = field(default=0.5, metadata=_bounds(0.0, 1.0))
+    max_masked_frac: float = field(default=0.5, metadata=bounds(0.0, 1.0))
     """A step where more than this share of rewards is masked (infra errors) fails."""
 
 
@@ -152,19 +172,19 @@ class RewardModelConfig:
     """Local directory or hub id of a sequence-classification model with ``num_labels=1``."""
     backend: Literal["auto", "torch", "onnx", "onnx-int8", "remote"] = "auto"
     """``auto`` times torch and onnx on a few batches at start-up and keeps the fastest."""
-    weight: float = field(default=0.0, metadata=_bounds(0.0))
+    weight: float = field(default=0.0, metadata=bounds(0.0))
     blend: Literal["sum", "gate"] = "sum"
     """``sum``: test + weight * model; ``gate``: the model only breaks ties between equal test scores."""
     normalize: Literal["group", "none"] = "group"
     """``group``: model scores are min-max scaled to [0, 1] within each prompt's completions."""
-    batch_size: int = field(default=16, metadata=_bounds(1))
-    max_length: int = field(default=512, metadata=_bounds(8))
+    batch_size: int = field(default=16, metadata=bounds(1))
+    max_length: int = field(default=512, metadata=bounds(8))
     """Tokens per scored text (prompt + completion); longer texts are truncated."""
     bucketing: bool = True
     """Batch texts of similar length together (less padding); scores come back in input order."""
-    auto_batches: int = field(default=3, metadata=_bounds(1))
+    auto_batches: int = field(default=3, metadata=bounds(1))
     """Batches timed per backend when ``backend: auto`` picks one."""
-    threads: int | None = field(default=None, metadata=_bounds(1))
+    threads: int | None = field(default=None, metadata=bounds(1))
     """CPU threads for torch / ONNX Runtime; null = their defaults."""
     compile: bool = False
     """``torch`` backend on a GPU: wrap the model in ``torch.compile`` (ignored on CPU)."""
@@ -172,8 +192,8 @@ class RewardModelConfig:
     """``remote``: endpoint of a reward-model server (e.g. vLLM's ``/classify`` or ``/pooling``)."""
     remote_model: str | None = None
     """``remote``: the model name sent in requests; null = ``path``."""
-    timeout_s: float = field(default=30.0, metadata=_bounds(0.1))
-    retries: int = field(default=2, metadata=_bounds(0))
+    timeout_s: float = field(default=30.0, metadata=bounds(0.1))
+    retries: int = field(default=2, metadata=bounds(0))
 
 
 @dataclass
@@ -181,7 +201,7 @@ class RewardsConfig:
     tests: RewardTestsConfig = field(default_factory=RewardTestsConfig)
     model: RewardModelConfig = field(default_factory=RewardModelConfig)
     cache: bool = True
-    cache_size: int = field(default=100_000, metadata=_bounds(1))
+    cache_size: int = field(default=100_000, metadata=bounds(1))
     """Results kept in memory (least recently used are dropped)."""
     cache_path: str | None = None
     """sqlite file for the reward cache; null = in memory only."""
@@ -194,8 +214,8 @@ class FilterConfig:
     """Skipping prompts whose recent groups carried no gradient (all pass or all fail)."""
 
     enabled: bool = False
-    history: int = field(default=2, metadata=_bounds(1))
-    skip_prob: float = field(default=0.8, metadata=_bounds(0.0, 1.0))
+    history: int = field(default=2, metadata=bounds(1))
+    skip_prob: float = field(default=0.8, metadata=bounds(0.0, 1.0))
 
 
 @dataclass
@@ -217,9 +237,9 @@ class TrainConfig:
 
 @dataclass
 class EvalConfig:
-    n: int = field(default=10, metadata=_bounds(1))
+    n: int = field(default=10, metadata=bounds(1))
     k: list[int] = field(default_factory=lambda: [1, 5, 10])
-    temperature: float = field(default=0.8, metadata=_bounds(0.0))
+    temperature: float = field(default=0.8, metadata=bounds(0.0))
     seed: int = 0
 
 
@@ -266,214 +286,6 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
     return problems
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    if origin is list:
-        return f"a list of {_type_name(typing.get_args(tp)[0])}"
-    if origin is dict:
-        return "a mapping"
-    if dataclasses.is_dataclass(tp):
-        return "a mapping"
-    return getattr(tp, "__name__", str(tp))
-
-
-class _Loader:
-    def __init__(self, raw_overrides: dict[str, str]):
-        self.problems: list[str] = []
-        self.raw = raw_overrides
-
-    def fail(self, key: str, value: Any, expected: str) -> None:
-        self.problems.append(f"{key}: {value!r} is invalid (expected {expected})")
-
-    def build(self, cls: type, data: Any, prefix: str) -> Any:
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            self.fail(prefix or "<top level>", data, "a mapping")
-            return cls()
-        hints = typing.get_type_hints(cls)
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key in data:
-            if key not in names:
-                full = f"{prefix}.{key}" if prefix else str(key)
-                close = difflib.get_close_matches(str(key), names, n=1)
-                fix = f"did you mean {close[0]!r}?" if close else "valid keys: " + ", ".join(names)
-                self.problems.append(f"{full}: unknown key ({fix})")
-        kwargs = {}
-        for f in dataclasses.fields(cls):
-            if f.name not in data:
-                continue
-            full = f"{prefix}.{f.name}" if prefix else f.name
-            value = self.coerce(data[f.name], hints[f.name], full)
-            if value is _BAD:
-                continue
-            lo, hi = f.metadata.get("min"), f.metadata.get("max")
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                if lo is not None and value < lo:
-                    self.problems.append(f"{full}: {value!r} is too small (must be >= {lo})")
-                    continue
-                if hi is not None and value > hi:
-                    self.problems.append(f"{full}: {value!r} is too large (must be <= {hi})")
-                    continue
-            kwargs[f.name] = value
-        return cls(**kwargs)
-
-    def coerce(self, value: Any, tp: Any, key: str) -> Any:
-        origin = typing.get_origin(tp)
-        if tp is Any:
-            return value
-        if origin in (Union, types.UnionType):
-            args = typing.get_args(tp)
-            if value is None and type(None) in args:
-                return None
-            others = [a for a in args if a is not type(None)]
-            if len(others) == 1:
-                out = self.coerce(value, others[0], key)
-                if out is _BAD and self.problems and type(None) in args:
-                    self.problems[-1] = self.problems[-1][:-1] + " or null)"
-                return out
-            self.fail(key, value, _type_name(tp))
-            return _BAD
-        if origin is Literal:
-            if value in typing.get_args(tp):
-                return value
-            self.fail(key, value, _type_name(tp))
-            return _BAD
-        if dataclasses.is_dataclass(tp):
-            return self.build(tp, value, key)
-        if tp is bool:
-            if isinstance(value, bool):
-                return value
-        elif tp is int:
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        elif tp is float:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-        elif tp is str:
-            if isinstance(value, str):
-                return value
-            if key in self.raw:  # `name=123` on the command line means the string "123"
-                return self.raw[key]
-        elif origin is list:
-            (item_tp,) = typing.get_args(tp)
-            if isinstance(value, str) and key in self.raw:
-                value = [yaml.safe_load(v) if item_tp is not str else v for v in value.split(",") if v]
-            if isinstance(value, list):
-                items = [self.coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
-                return _BAD if any(i is _BAD for i in items) else items
-        elif origin is dict:
-            if isinstance(value, dict):
-                return value
-        self.fail(key, value, _type_name(tp))
-        return _BAD
-
-
-_BAD = object()
-
-
-def parse_overrides(overrides: list[str]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
-    """Turn ``a.b=value`` strings into a nested dict (values parsed as YAML scalars)."""
-    nested: dict[str, Any] = {}
-    raw: dict[str, str] = {}
-    problems = []
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key or any(not part for part in key.split(".")):
-            problems.append(f"{item!r}: not an override (write key.sub=value, e.g. sandbox.workers=4)")
-            continue
-        try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError:
-            value = text
-        if isinstance(value, str):
-            value = _number(value)
-        raw[key] = text
-        node = nested
-        parts = key.split(".")
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = node[part] = {}
-            node = child
-        node[parts[-1]] = value
-    return nested, raw, problems
-
-
-def _number(text: str) -> Any:
-    """YAML 1.1 reads ``1e-5`` as a string; on the command line it means the float."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text) if text.strip().lower() not in ("nan", "inf", "-inf", "infinity") else text
-    except ValueError:
-        return text
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a config file into a mapping, with user-facing errors for the usual mistakes."""
-    p = Path(path)
-    if not p.is_file():
-        raise MissingFileError(f"config file {str(p)!r} not found", "check the path")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        reason = getattr(exc, "problem", None) or "syntax error"
-        raise ConfigError([f"invalid YAML{where}: {reason}"], str(p)) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError([f"top level is {type(data).__name__}, expected a mapping of sections"], str(p))
-    return data
-
-
-def resolve_config_path(path: str | os.PathLike[str] | None) -> Path:
-    """The file a config argument names: ``path`` itself when it is a file, else a bundled
-    config of that name (``demo``, ``qwen-coder-1.5b-vllm.yaml``); ``None`` is the bundled demo.
-    Anything else is an error naming every place looked in (never a silent default)."""
-    if path is None:
-        return resources.config(DEFAULT_CONFIG)
-    p = Path(path).expanduser()
-    if p.is_file():
-        return p
-    looked = [p.absolute()]
-    if len(p.parts) == 1:
-        for bundled in resources.config_candidates(p.name):
-            if bundled.is_file():
-                return bundled
-            looked.append(bundled)
-    try:
-        known = resources.config_names()
-    except MissingFileError:
-        known = []
-    fix = f"check the path, or name a bundled config: {', '.join(known)}" if known else "check the path"
-    raise MissingFileError(f"config file {str(path)!r} not found (looked in {', '.join(map(str, looked))})", fix)
-
-
 def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Load a run config from ``path`` (a file or a bundled config's name; default the bundled
     ``demo``) and apply overrides.
@@ -481,20 +293,16 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
     A ``path`` that looks like an override (``key=value``, no such file) is one: the CLI
     allows ``grpo-code train sandbox.workers=4`` without naming the default config.
     """
-    if path is not None and "=" in str(path) and not Path(path).exists():
+    if path is not None and is_override(path):
         overrides = [str(path), *(overrides or [])]
         path = None
     resolved = resolve_config_path(path)
     source = str(path) if path is not None else str(resolved)
-    data = read_yaml(resolved)
-    nested, raw, problems = parse_overrides(overrides or [])
-    loader = _Loader(raw)
-    loader.problems.extend(problems)
-    cfg = loader.build(RunConfig, _merge(data, nested), "")
-    if not loader.problems:
-        loader.problems.extend(_cross_checks(cfg))
-    if loader.problems:
-        raise ConfigError(loader.problems, source)
+    cfg, problems = build(RunConfig, read_yaml(resolved), overrides or [])
+    if not problems:
+        problems.extend(_cross_checks(cfg))
+    if problems:
+        raise ConfigError(problems, source)
     return cfg
 
 

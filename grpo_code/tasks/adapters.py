@@ -3,7 +3,8 @@
 Each adapter is a function ``(records, **options) -> list[dict]`` registered in
 :data:`ADAPTERS`; adding a format is one function plus one line there. Records come from
 local files (``.jsonl``, ``.jsonl.gz``, ``.json`` holding a list, ``.parquet``) or a
-Hugging Face dataset id (``org/name[@split]``) where the hub is reachable.
+Hugging Face dataset id (``org/name[@split]``) where the hub is reachable
+(:mod:`grpo_code.tasks.records`).
 
 - ``humaneval``: HumanEval-style records (``task_id``, ``prompt``, ``canonical_solution``,
   ``test``, ``entry_point``); the model completes the prompt. ``language`` option for
@@ -23,105 +24,27 @@ than converted with tests missing (HumanEval+ records read as HumanEval lose the
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grpo_code.errors import MissingFileError, SuiteError
+from grpo_code.errors import SuiteError
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
+from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, io_test, read_records, wrong_adapter
 
-Record = dict[str, Any]
-
-
-def read_records(src: str) -> list[Record]:
-    """Read records from a local file or, where the hub is reachable, a dataset id."""
-    path = Path(src).expanduser()
-    if path.is_file():
-        name = path.name.lower()
-        if name.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            return pq.read_table(path).to_pylist()
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            text = fh.read()
-        # Plain JSON parsing keeps each record's own types (a dataset schema would unify
-        # heterogeneous test values such as the `expected` results of call tests).
-        stripped = text.lstrip()
-        if stripped.startswith("["):
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise SuiteError(f"{src}: not valid JSON ({exc.msg} at line {exc.lineno})", "check the file") from None
-            if not all(isinstance(r, dict) for r in data):
-                raise SuiteError(f"{src}: expected a list of objects", "check the file")
-            return data
-        records = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise SuiteError(f"{src}:{lineno}: not valid JSON ({exc.msg})", "one JSON object per line") from None
-                if not isinstance(record, dict):
-                    raise SuiteError(f"{src}:{lineno}: expected a JSON object", "one JSON object per line")
-                records.append(record)
-        return records
-    if re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w.-]+)?", src) and not path.exists():
-        return _hub_records(src)
-    raise MissingFileError(f"input {src!r} not found", "give a .jsonl, .jsonl.gz, .json or .parquet file")
-
-
-def _hub_records(ref: str) -> list[Record]:
-    import datasets
-
-    name, _, split = ref.partition("@")
-    try:
-        ds = datasets.load_dataset(name, split=split or "test")
-    except Exception as exc:
-        raise SuiteError(f"cannot load dataset {name!r} from the hub ({type(exc).__name__})",
-                         "download it and pass the local file instead") from None
-    return [dict(r) for r in ds]
+# read_records and wrong_adapter live in records.py (shared with contests.py); they stay
+# importable from here, where callers have always found them.
+__all__ = ["ADAPTERS", "Record", "call", "convert", "humaneval", "mbpp", "read_records", "stdio",
+           "wrong_adapter"]
 
 
 def _need(record: Record, key: str, where: str) -> Any:
     if key not in record or record[key] is None:
         raise SuiteError(f"{where}: {key}: missing", "is this file in the format you named?")
     return record[key]
-
-
-def _known_shape(record: Record) -> str | None:
-    """The adapter whose format ``record`` clearly has, by its fields (None: not sure)."""
-    if "plus_input" in record or "base_input" in record:
-        return "evalplus"
-    if any(k in record for k in ("public_tests", "private_tests", "generated_tests")) or (
-            "problem" in record and "tests" in record):
-        return "codecontests"
-    if ("question" in record and "input_output" in record) or ("test_list" in record and "sample_io" in record):
-        return "apps"
-    if "test_list" in record and ("code" in record or "text" in record):
-        return "mbpp"
-    if "prompt" in record and ("entry_point" in record or ("task_id" in record and "test" in record)
-                               or ("tests" in record and "stop_tokens" in record)):
-        return "humaneval"
-    return None
-
-
-def wrong_adapter(record: Record, adapter: str, where: str, accepts: tuple[str, ...]) -> None:
-    """Refuse a record of another known format (``accepts``: the shapes ``adapter`` reads)."""
-    shape = _known_shape(record)
-    if shape is None or shape in accepts:
-        return
-    if shape == "evalplus":
-        plus = "MBPP+" if "assertion" in record or str(record.get("task_id", "")).startswith("Mbpp/") else "HumanEval+"
-        raise SuiteError(f"{where}: {plus} (evalplus) records: use the evalplus adapter",
-                         "`grpo-code tasks convert evalplus ...`")
-    raise SuiteError(f"{where}: {shape} records, not {adapter}: use the {shape} adapter",
-                     f"`grpo-code tasks convert {shape} ...`")
 
 
 # --------------------------------------------------------------------------- humaneval
@@ -345,12 +268,8 @@ def stdio(records: list[Record], source: str = "stdio", float_tol: float | None 
         for stdin, stdout in pairs:
             stdin = "\n".join(stdin) + "\n" if isinstance(stdin, list) else str(stdin)
             stdout = "\n".join(stdout) + "\n" if isinstance(stdout, list) else str(stdout)
-            test: Record = {"kind": "io", "stdin": stdin, "stdout": stdout}
-            if float_tol is not None:
-                test.update(compare="tokens", float_tol=float_tol)
-            tests.append(test)
-        prompt = (f"{text.strip()}\n\nWrite a complete Python program that reads the input from standard input "
-                  "and prints the answer to standard output.")
+            tests.append(io_test(stdin, stdout, float_tol))
+        prompt = f"{text.strip()}\n\n{STDIN_INSTRUCTION}"
         task: Record = {"id": _record_id(r, i, source), "prompt": prompt, "language": "python",
                         "mode": "instruct", "tests": tests, "metadata": {"source": source}}
         if r.get("split"):
@@ -423,12 +342,4 @@ def convert(fmt: str, src: str, **options: Any) -> list[Record]:
     if not records:
         raise SuiteError(f"{src} holds no records", "check the input file")
     return ADAPTERS[fmt](records, source=Path(src).name, **options)
-
-
-def load(fmt: str, src: str, **options: Any):
-    """A suite straight from a public-format file (``FORMAT:PATH`` suite references)."""
-    from grpo_code.tasks.suite import suite_from_records
-
-    records = convert(fmt, src, **options)
-    return suite_from_records(f"{fmt}:{Path(src).name}", records, src, source=src)
 

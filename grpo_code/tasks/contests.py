@@ -32,12 +32,9 @@ import re
 from typing import Any
 
 from grpo_code.errors import SuiteError
-
-Record = dict[str, Any]
+from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, io_test, wrong_adapter
 
 GROUPS = ("public", "private", "generated")
-STDIN_INSTRUCTION = ("Write a complete Python program that reads the input from standard input "
-                     "and prints the answer to standard output.")
 _HINT = "is this file in the format you named? (docs/tasks.md, Converting public benchmarks)"
 
 # CodeContests enums (its problem proto): solution languages, difficulties, sources.
@@ -107,21 +104,6 @@ def _statement(r: Record, keys: tuple[str, ...], where: str) -> str:
         if isinstance(value, str) and value.strip():
             return value
     raise _bad(where, f"{keys[0]}: missing or empty (the problem statement)")
-
-
-def _io_test(stdin: str, stdout: str, float_tol: float | None, ignore_case: bool) -> Record:
-    test: Record = {"kind": "io", "stdin": stdin, "stdout": stdout}
-    if float_tol is not None:
-        test.update(compare="tokens", float_tol=float_tol)
-    if ignore_case:
-        test["ignore_case"] = True
-    return test
-
-
-def _check_shape(r: Record, adapter: str, where: str) -> None:
-    from grpo_code.tasks.adapters import wrong_adapter
-
-    wrong_adapter(r, adapter, where, accepts=(adapter,))
 
 
 # --------------------------------------------------------------------------- codecontests
@@ -242,7 +224,7 @@ def codecontests(records: list[Record], source: str = "codecontests",
     for i, r in enumerate(records):
         name = next((r[k] for k in ("name", "id", "problem_id") if r.get(k) not in (None, "")), None)
         where = f"{source}[{i}]" + (f" ({name})" if name is not None else "")
-        _check_shape(r, "codecontests", where)
+        wrong_adapter(r, "codecontests", where, accepts=("codecontests",))
         if "description" not in r and "problem" in r and "tests" in r:
             text = _statement(r, ("problem",), where)
             if chosen != GROUPS:
@@ -264,7 +246,7 @@ def codecontests(records: list[Record], source: str = "codecontests",
             "prompt": f"{text.strip()}\n\n{STDIN_INSTRUCTION}",
             "language": "python",
             "mode": "instruct",
-            "tests": [_io_test(a, b, float_tol, ignore_case) for group in pairs.values() for a, b in group],
+            "tests": [io_test(a, b, float_tol, ignore_case) for group in pairs.values() for a, b in group],
             "metadata": {"source": "codecontests", "test_groups": {g: len(p) for g, p in pairs.items()}, **meta},
         }
         if split or r.get("split"):
@@ -379,7 +361,7 @@ def _apps_fields(text: str, starter: str, float_tol: float | None, where: str,
         return fields, meta
     ignore_case = case_insensitive(text)
     return {"prompt": f"{text.strip()}\n\n{STDIN_INSTRUCTION}",
-            "tests": [_io_test(a, b, float_tol, ignore_case) for a, b in io or []]}, meta
+            "tests": [io_test(a, b, float_tol, ignore_case) for a, b in io or []]}, meta
 
 
 def _apps_record(r: Record, where: str, float_tol: float | None) -> tuple[Record, Record]:
@@ -452,7 +434,7 @@ def apps(records: list[Record], source: str = "apps", split: str | None = None,
     for i, r in enumerate(records):
         ident = r.get("problem_id", r.get("id"))
         where = f"{source}[{i}]" + (f" ({ident})" if ident is not None else "")
-        _check_shape(r, "apps", where)
+        wrong_adapter(r, "apps", where, accepts=("apps",))
         if "test_list" in r:
             fields, meta = _mapcoder_record(r, where, float_tol)
         else:

@@ -27,8 +27,7 @@ from typing import Any
 
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.executor.codec import suite_tree
-
-Record = dict[str, Any]
+from grpo_code.tasks.records import Record
 
 # MBPP+ tasks (by number) whose JSON inputs evalplus turns back into other types.
 _TUPLE_ARGS = {2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630, 726, 740,

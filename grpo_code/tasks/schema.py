@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.errors import SandboxError, SuiteError
-from grpo_code.sandbox.types import LANGUAGES, Job, Limits, TestCase, testcase_from_dict
+from grpo_code.sandbox.types import LANGUAGES, Job, Limits, LimitsError, TestCase, testcase_from_dict
 
 MODES = ("complete", "instruct")
 FIELDS = ("id", "prompt", "language", "tests", "mode", "entry_point", "reference", "checkers", "limits", "metadata")
@@ -126,21 +126,10 @@ def task_from_dict(
         except SandboxError as exc:
             raise SuiteError(f"{where}: {exc.what.removeprefix('bad job: ')}",
                              "fix the test; test kinds are script, io and call (docs/sandbox.md)") from None
-    limits = default_limits or Limits()
-    raw_limits = data.get("limits")
-    if raw_limits is not None:
-        if not isinstance(raw_limits, dict) or set(raw_limits) - {"timeout_s", "memory_mb"}:
-            raise bad("limits", f"{raw_limits!r} must be an object with timeout_s and/or memory_mb")
-        timeout, memory = raw_limits.get("timeout_s"), raw_limits.get("memory_mb")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 < timeout <= 600):
-            raise bad("limits.timeout_s", f"{timeout!r} must be seconds in (0, 600]")
-        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 16):
-            raise bad("limits.memory_mb", f"{memory!r} must be an integer >= 16")
-        limits = Limits(
-            timeout_s=float(timeout) if timeout is not None else limits.timeout_s,
-            memory_mb=memory if memory is not None else limits.memory_mb,
-        )
+    try:
+        limits = Limits.from_dict(data.get("limits")).over(default_limits or Limits())
+    except LimitsError as exc:
+        raise bad(exc.field, exc.problem) from None
     metadata = data.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise bad("metadata", "must be an object")

@@ -19,7 +19,7 @@ import importlib
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ import yaml
 
 from grpo_code import resources
 from grpo_code.errors import SuiteError
-from grpo_code.sandbox.types import Limits
+from grpo_code.sandbox.types import Limits, LimitsError
+from grpo_code.tasks.adapters import ADAPTERS, convert
 from grpo_code.tasks.schema import MODES, Task, task_from_dict
 
 SUITE_KEYS = ("name", "description", "language", "mode", "limits", "system_prompt", "prompt_template",
@@ -80,7 +81,7 @@ class Suite:
             known = ", ".join(sorted(k for k in self.splits if k != "(none)")) or "none"
             raise SuiteError(f"suite {self.name!r} has no tasks in split {name!r} (its splits: {known})",
                              "pick one of its splits, an id range like 11-510, or all")
-        return Suite(**{**self.__dict__, "tasks": tuple(chosen)})
+        return replace(self, tasks=tuple(chosen))
 
     def content_hash(self) -> str:
         """A hash of the task contents, stored with results so numbers name their task set."""
@@ -114,12 +115,10 @@ def _read_suite_yaml(path: Path) -> dict[str, Any]:
 
 
 def _limits(data: Any, where: str) -> Limits:
-    if data is None:
-        return Limits()
-    if not isinstance(data, dict) or set(data) - {"timeout_s", "memory_mb"}:
-        raise SuiteError(f"{where}: limits: {data!r} must map timeout_s and/or memory_mb", "see docs/tasks.md")
-    timeout = data.get("timeout_s")
-    return Limits(timeout_s=float(timeout) if timeout is not None else None, memory_mb=data.get("memory_mb"))
+    try:
+        return Limits.from_dict(data)
+    except LimitsError as exc:
+        raise SuiteError(f"{where}: {exc.field}: {exc.problem}", "see docs/tasks.md") from None
 
 
 def load_suite_dir(path: Path) -> Suite:
@@ -201,8 +200,6 @@ def list_suites(extra_paths: Iterable[str] = ()) -> list[Path]:
 
 def load_suite(ref: str, extra_paths: Iterable[str] = ()) -> Suite:
     """Load a suite by bundled name, path, ``FORMAT:PATH`` or ``package.module:function``."""
-    from grpo_code.tasks import adapters
-
     path = Path(ref).expanduser()
     if path.is_dir():
         return load_suite_dir(path)
@@ -212,8 +209,8 @@ def load_suite(ref: str, extra_paths: Iterable[str] = ()) -> Suite:
         raise SuiteError(f"{ref} is a file, not a suite",
                          f"convert it with `grpo-code tasks convert FORMAT {ref} DIR` or use FORMAT:{ref}")
     fmt, sep, rest = ref.partition(":")
-    if sep and fmt in adapters.ADAPTERS:
-        return adapters.load(fmt, rest)
+    if sep and fmt in ADAPTERS:
+        return _from_format(fmt, rest)
     if sep and re.fullmatch(r"[A-Za-z_][\w.]*", fmt) and rest.isidentifier():
         return _from_callable(fmt, rest, ref)
     roots = _search_paths(extra_paths)
@@ -223,9 +220,15 @@ def load_suite(ref: str, extra_paths: Iterable[str] = ()) -> Suite:
     names = ", ".join(p.name for p in list_suites(extra_paths)) or "none"
     raise SuiteError(
         f"unknown suite {ref!r} (bundled/configured: {names}; looked in {', '.join(map(str, roots))})",
-        "give a suite name, a suite directory, FORMAT:PATH (formats: " + ", ".join(adapters.ADAPTERS)
+        "give a suite name, a suite directory, FORMAT:PATH (formats: " + ", ".join(ADAPTERS)
         + ") or package.module:function",
     )
+
+
+def _from_format(fmt: str, src: str) -> Suite:
+    """A suite straight from a public-format file (``FORMAT:PATH`` suite references)."""
+    records = convert(fmt, src)
+    return suite_from_records(f"{fmt}:{Path(src).name}", records, src, source=src)
 
 
 def _from_callable(module_name: str, attr: str, ref: str) -> Suite:
