@@ -196,7 +196,7 @@ def main() -> None:
                     "--temperature", str(cfg.generation.temperature),
                     "--max-new-tokens", str(cfg.generation.max_new_tokens),
                     "--batch-size", str(args.batch_size), "--seed", "1234", "--out", str(dest),
-                    "--set", f"model.dtype={'bfloat16' if bf16 else 'float32'}", *eval_stop],
+                    f"model.dtype={'bfloat16' if bf16 else 'float32'}", *eval_stop],
                    dest.with_suffix(".log"), args.json)
         return eval_summary(dest), secs
 

@@ -88,6 +88,22 @@ def test_train_rejects_bad_config_before_anything_else() -> None:
     assert result.exit_code == 2 and "sandbox.workers" in result.stderr
 
 
+@pytest.mark.parametrize("args", [
+    ["train"], ["config", "show"], ["eval", "smollm2-135m-instruct"], ["eval", "--samples", "s.jsonl"],
+    ["tasks", "list"], ["tasks", "show", "demo"], ["tasks", "show", "demo", "demo/001-add"], ["tasks", "check", "demo"],
+])
+def test_every_command_with_a_config_takes_positional_overrides(args: list[str]) -> None:
+    """One override syntax: a positional key=value, checked before anything else runs."""
+    result = runner.invoke(app, [*args, "sandbox.nope=1"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "sandbox.nope: unknown key" in result.stderr
+
+
+def test_eval_has_no_set_option() -> None:
+    result = runner.invoke(app, ["eval", "--set", "sandbox.workers=2"])
+    assert result.exit_code == 2 and "No such option: --set" in result.output
+
+
 # The boundary itself, on a throwaway app so each error class is exercised.
 probe = typer.Typer()
 

@@ -59,6 +59,23 @@ def test_unknown_suite_and_task(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "has no task 'demo/999'" in result.stderr
 
 
+def test_positional_overrides_reach_list_show_and_check(tmp_path: Path) -> None:
+    """tasks.paths=[DIR] makes the suite in DIR known by name; sandbox.* is what check runs under."""
+    suite_dir(tmp_path, [GOOD])
+    paths = f"tasks.paths=[{tmp_path}]"
+    assert runner.invoke(app, ["tasks", "show", "s"]).exit_code == 2  # not known without the path
+    result = runner.invoke(app, ["tasks", "list", paths])
+    assert result.exit_code == 0, result.output
+    assert any(line.split("│")[1].strip() == "s" for line in result.stdout.splitlines() if line.count("│") > 2)
+    result = runner.invoke(app, ["tasks", "show", "s", paths])
+    assert result.exit_code == 0 and "x/1" in result.stdout and "1 tasks" in result.stdout
+    result = runner.invoke(app, ["tasks", "show", "s", "x/1", paths])
+    assert result.exit_code == 0 and "def f():" in result.stdout
+    result = runner.invoke(app, ["tasks", "check", "s", paths, "sandbox.backend=local", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["backend"] == "local"
+
+
 def test_check_fails_on_wrong_reference_and_on_tests_an_empty_program_passes(tmp_path: Path) -> None:
     wrong = dict(GOOD, id="x/wrong", reference="def f():\n    return 2\n")
     hollow = dict(GOOD, id="x/hollow", tests=[{"kind": "script", "code": "assert True"}])

@@ -114,6 +114,20 @@ def test_eval_samples_scores_forms_lists_missing_tasks_and_skips_large_k(tmp_pat
                                                      "message": "returned [1, 2], expected [2, 4]"}
 
 
+def test_positional_overrides_are_config_not_models(tmp_path: Path) -> None:
+    """eval KEY=VALUE overrides the run config (a model next to --samples would be refused)."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    _write(suite / "tasks.jsonl", [PRIMES, DOUBLE])
+    samples = _write(tmp_path / "samples.jsonl", [{"task_id": "x/1", "completion": BODY_WITH_HELPER}] * 2)
+    result = runner.invoke(app, ["eval", "--samples", str(samples), "--out", str(tmp_path / "out"),
+                                 "eval.k=[1,2]", f"tasks.suite={suite}", "sandbox.backend=local"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["pass_at_k"] == {"1": 1.0, "2": 1.0} and summary["missing_tasks"] == ["x/2"]
+    assert "sandbox backend 'local'" in result.stderr  # its warning: sandbox.backend reached the sandbox
+
+
 def test_first_failure_is_clipped_and_names_the_job_error() -> None:
     long = "x" * 1000 + "ValueError: the end"
     result = Result(Status.FAIL, 1, 2, (TestResult(Verdict.PASS), TestResult(Verdict.RUNTIME_ERROR, message=long)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 import json
 import math
@@ -12,13 +13,27 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from conftest import BENCH
+from grpo_code import generation
 from grpo_code.cli import app
-from grpo_code.config import SandboxConfig
-from grpo_code.evaluate import EvalError, EvalSettings, bootstrap_ci, eval_model, pass_at_k, score_samples
-from grpo_code.generation.base import Sampling
+from grpo_code.config import SandboxConfig, load_config
+from grpo_code.errors import GrpoCodeError
+from grpo_code.evaluate import (
+    EvalError,
+    EvalRequest,
+    EvalSettings,
+    bootstrap_ci,
+    eval_model,
+    pass_at_k,
+    print_results,
+    run,
+    score_samples,
+    slug,
+)
+from grpo_code.generation.base import Sampling, model_prompt_style, prompt_style, seeded_chunks, torch_dtype
 from grpo_code.sandbox import Sandbox, harness_fingerprint, image
 from grpo_code.sandbox.types import Job, Result, Status, TestResult, Verdict
 from grpo_code.tasks import load_suite
@@ -122,6 +137,9 @@ class JudgingSandbox:
         self.config = SandboxConfig()
         self.fixed = False
         self.jobs = 0
+
+    def fingerprint(self, language: str) -> str:
+        return harness_fingerprint(language, self.config)
 
     def submit(self, job: Job) -> Future:
         self.jobs += 1
@@ -230,7 +248,100 @@ def test_changed_settings_are_refused_naming_the_keys(tmp_path: Path) -> None:
             eval_model(lambda: FakeGenerator(suite), _settings(suite, stop_after_code=True), suite, [1], tmp_path, sb)
 
 
+def test_eval_and_the_hf_backend_chunk_and_seed_by_one_rule(tmp_path: Path) -> None:
+    assert seeded_chunks(list("abcde"), 4, 2, 7) == [(7_000_021, ["a", "b"]), (7_000_022, ["c", "d"]),
+                                                     (7_000_023, ["e"])]
+    assert seeded_chunks(list("ab"), 1, 4, 0) == [(0, ["a"]), (1, ["b"])]  # one prompt a chunk at least
+    suite = load_suite("demo").split("test")
+    calls: list[tuple[int, int]] = []
+
+    class Recording(FakeGenerator):
+        def generate(self, prompts, sampling, seed=0, progress=None):
+            calls.append((seed, len(prompts)))
+            return super().generate(prompts, sampling, seed, progress)
+
+    with Sandbox(SandboxConfig(backend="local"), quiet=True) as sb:
+        eval_model(lambda: Recording(suite), _settings(suite), suite, [1], tmp_path, sb)
+    assert calls == [(seed, len(chunk)) for seed, chunk in seeded_chunks(suite.tasks, 6, 3, 7)]
+
+
+# ------------------------------------------------------------------ eval as one library call
+
+
+def test_run_checks_every_input_before_the_sandbox_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import grpo_code.sandbox
+
+    def no_sandbox(*args, **kwargs):
+        raise AssertionError("the sandbox started before the input was checked")
+
+    monkeypatch.setattr(grpo_code.sandbox, "Sandbox", no_sandbox)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config()
+    bad = [(EvalRequest(cfg, models=("m",), backend="openai", n=2, ks=(5,)), "k=5 is larger than n=2"),
+           (EvalRequest(cfg, models=("m",), samples=tmp_path / "s.jsonl"), "either models or --samples"),
+           (EvalRequest(cfg, backend="openai", stop_after_code=True), "--stop-after-code needs"),
+           (EvalRequest(cfg, tasks="no-such-suite"), "unknown suite 'no-such-suite'"),
+           (EvalRequest(cfg, samples=tmp_path / "none.jsonl"), "none.jsonl"),
+           (EvalRequest(cfg, models=("./no/such/model",), n=1, ks=(1,)), "model './no/such/model' not found")]
+    for request, needle in bad:
+        with pytest.raises(GrpoCodeError, match=needle):
+            run(request, Console(file=io.StringIO()))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_evaluates_each_model_resumes_and_prints_the_table(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    suite = load_suite("demo").split("test")
+    loaded: list[tuple[str, str, int]] = []
+
+    def fake_load(backend: str, model: str, **kwargs) -> FakeGenerator:
+        loaded.append((backend, model, kwargs["batch_size"]))
+        return FakeGenerator(suite)
+
+    monkeypatch.setattr(generation, "load_generator", fake_load)
+    cfg = load_config(None, ["sandbox.backend=local"])
+    request = EvalRequest(cfg, models=("a", "org/b"), backend="openai", server_url="http://unused", batch_size=6,
+                          seed=7, n=3, ks=(1, 3, 8), out=tmp_path)
+    console = Console(file=io.StringIO(), width=200)
+    result = run(request, console)
+    assert list(result.summaries) == ["a", "org/b"] and result.ks == (1, 3) and result.models_dir == tmp_path
+    assert loaded == [("openai", "a", 6), ("openai", "org/b", 6)]
+    assert "note: pass@8 skipped" in console.file.getvalue()
+    settings = result.summaries["a"]["settings"]
+    assert (settings["style"], settings["split"], settings["seed"], settings["n"]) == ("chat", "test", 7, 3)
+    assert settings["suite_hash"] == suite.content_hash()
+    with Sandbox(SandboxConfig(backend="local"), quiet=True) as sb:  # the same as one eval_model call
+        alone = eval_model(lambda: FakeGenerator(suite), EvalSettings(**settings), suite, [1, 3], tmp_path / "x", sb)
+    assert alone["pass_at_k"] == result.summaries["a"]["pass_at_k"]
+    again = run(request, console)  # a rerun resumes: nothing is generated
+    assert loaded == [("openai", "a", 6), ("openai", "org/b", 6)]
+    assert again.summaries["org/b"]["per_task"] == result.summaries["org/b"]["per_task"]
+    assert (tmp_path / slug("org/b") / "summary.json").is_file()
+    table = Console(file=io.StringIO(), width=200)
+    print_results(result, table)
+    text = table.file.getvalue()
+    assert "pass@k over 18/18 tasks" in text and "pass@3" in text and "pass@8" not in text
+    assert f"outputs: {tmp_path}/<model>/summary.json" in text
+
+
 # ------------------------------------------------------------------ generation backends
+
+
+def test_prompt_style_and_dtype_are_one_rule_each() -> None:
+    import torch
+
+    class Tokenizer:
+        chat_template = None
+
+    assert prompt_style(Tokenizer()) == "raw"
+    Tokenizer.chat_template = "{{ messages }}"
+    assert prompt_style(Tokenizer()) == "chat"
+    assert model_prompt_style("openai", "no/such-model") == "chat"  # decided without loading anything
+    assert torch_dtype("auto", "cpu") is torch.float32 and torch_dtype("auto", "cuda") is torch.bfloat16
+    assert torch_dtype("auto") is (torch.bfloat16 if torch.cuda.is_available() else torch.float32)
+    assert torch_dtype("float16") is torch.float16
+    with pytest.raises(GrpoCodeError, match="unknown dtype 'int8'"):
+        torch_dtype("int8")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -297,7 +408,8 @@ def test_hf_backend_is_seeded_and_loads_lora_adapters(demo_model_dir: Path, tmp_
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from grpo_code.generation.base import load_generator, resolve
+    from grpo_code.generation import load_generator
+    from grpo_code.generation.base import resolve
 
     base = AutoModelForCausalLM.from_pretrained(demo_model_dir)
     peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
@@ -332,7 +444,7 @@ def test_hf_stop_after_code_ends_completions_at_their_whole_program(demo_model_d
     """A stopped completion is a prefix of the one generated without stopping (same seed,
     the other rows sample alike), it holds a whole program, and that program is the one the
     full completion gives unless the full text wrote a later block."""
-    from grpo_code.generation.base import load_generator
+    from grpo_code.generation import load_generator
     from grpo_code.tasks.extract import build_program, whole_program
 
     tasks = load_suite("demo").split("1-3").tasks

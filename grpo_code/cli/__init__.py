@@ -14,7 +14,7 @@ import typer
 
 from grpo_code import __version__
 from grpo_code.cli import config_cmd, eval_cmd, models_cmd, report_cmd, sandbox_cmd, tasks_cmd
-from grpo_code.cli.common import command
+from grpo_code.cli.common import ConfigArg, OverridesArg, command
 
 app = typer.Typer(
     name="grpo-code",
@@ -38,14 +38,6 @@ def _root(
     ] = False,
 ) -> None:
     """Train code LLMs with GRPO on verifiable rewards from sandboxed unit tests."""
-
-
-ConfigArg = Annotated[
-    Path | None, typer.Argument(help="Run config: a YAML file or a bundled config's name (`grpo-code config list`). Default: demo.", show_default=False)
-]
-OverridesArg = Annotated[
-    list[str] | None, typer.Argument(help="Dotted overrides, e.g. sandbox.workers=4 train.trl.learning_rate=1e-5.")
-]
 
 
 @command(app, "train")

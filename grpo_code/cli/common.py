@@ -4,6 +4,11 @@ Every command is registered through :func:`command`, which wraps it so that a
 :class:`~grpo_code.errors.GrpoCodeError` becomes ``error: <what> (<what to do>)`` on one
 line of stderr and exit code 2, Ctrl-C exits 130, and any other exception (a bug) prints
 one line and exits 1. ``GRPO_CODE_DEBUG=1`` re-raises so the traceback shows.
+
+Commands that load a run config take it the same way (:data:`ConfigArg`, or
+:data:`ConfigOpt` where positional arguments name something else) and take dotted
+``key=value`` overrides as positional arguments (:data:`OverridesArg`,
+:func:`split_overrides`); README "Configs" documents the syntax.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+from grpo_code.config_load import is_override
 from grpo_code.errors import GrpoCodeError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,3 +79,16 @@ def command(app: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
 
 def make_group(name: str, help: str) -> typer.Typer:
     return typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False)
+
+
+CONFIG_HELP = "Run config: a YAML file or a bundled config's name (`grpo-code config list`). Default: demo."
+ConfigArg = Annotated[Path | None, typer.Argument(help=CONFIG_HELP, show_default=False)]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help=CONFIG_HELP, show_default=False)]
+OVERRIDES_HELP = "Dotted config overrides key=value, e.g. sandbox.workers=4 train.trl.learning_rate=1e-5."
+OverridesArg = Annotated[list[str] | None, typer.Argument(help=OVERRIDES_HELP, show_default=False)]
+
+
+def split_overrides(args: list[str] | None) -> tuple[list[str], list[str]]:
+    """Positional arguments -> (the others, the overrides), each in the order given."""
+    args = args or []
+    return [a for a in args if not is_override(a)], [a for a in args if is_override(a)]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from grpo_code.cli.common import command, eprint
+from grpo_code.cli.common import ConfigArg, OverridesArg, command, eprint
 from grpo_code.errors import ConfigError, GrpoCodeError
 
 app = typer.Typer(name="config", help="Show the resolved run config or validate config files.",
@@ -16,9 +16,8 @@ app = typer.Typer(name="config", help="Show the resolved run config or validate 
 
 @command(app, "show")
 def show(
-    config: Annotated[Path | None, typer.Argument(help="Run config: a YAML file or a bundled config's name. Default: demo.",
-                                                  show_default=False)] = None,
-    overrides: Annotated[list[str] | None, typer.Argument(help="Dotted overrides, e.g. sandbox.workers=3.")] = None,
+    config: ConfigArg = None,
+    overrides: OverridesArg = None,
 ) -> None:
     """Print the resolved config (file + overrides + defaults) as YAML."""
     from grpo_code.config import load_config

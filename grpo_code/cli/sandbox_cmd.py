@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from grpo_code.cli.common import command
+from grpo_code.cli.common import ConfigOpt, OverridesArg, command
 
 app = typer.Typer(
     name="sandbox",
@@ -23,10 +23,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="Run config whose `sandbox` section applies.", show_default=False),
-]
 BackendOpt = Annotated[
     str | None,
     typer.Option(
@@ -36,9 +32,6 @@ BackendOpt = Annotated[
 WorkersOpt = Annotated[
     int | None,
     typer.Option("--workers", min=1, help="Jobs run at once (default: CPU cores).", show_default=False),
-]
-OverridesArg = Annotated[
-    list[str] | None, typer.Argument(help="Dotted overrides, e.g. sandbox.timeout_s=10.", show_default=False)
 ]
 
 

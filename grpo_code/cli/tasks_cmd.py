@@ -1,14 +1,23 @@
-"""``grpo-code tasks``: list, show, convert and check task suites."""
+"""``grpo-code tasks``: list, show, convert and check task suites.
+
+``list``, ``show`` and ``check`` read a run config (``--config``, default demo, plus
+positional ``key=value`` overrides): its ``tasks.paths`` are searched for suites by name,
+and ``check`` runs under its ``sandbox`` section.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from grpo_code.cli.common import command
+from grpo_code.cli.common import OverridesArg, command, split_overrides
+
+if TYPE_CHECKING:
+    from grpo_code.config import RunConfig
 
 app = typer.Typer(name="tasks", help="List, inspect, convert and check task suites.", no_args_is_help=True,
                   add_completion=False)
@@ -16,19 +25,19 @@ app = typer.Typer(name="tasks", help="List, inspect, convert and check task suit
 SuiteArg = Annotated[str, typer.Argument(help="Suite: bundled name, directory, FORMAT:PATH or package.module:function.")]
 
 
-def _paths(config: Path | None) -> list[str]:
-    if config is None:
-        return []
+def _config(config: Path | None, overrides: list[str] | None) -> RunConfig:
     from grpo_code.config import load_config
 
-    return load_config(config).tasks.paths
+    return load_config(config, overrides or [])
 
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Run config whose tasks.paths are searched too.")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", show_default=False,
+    help="Run config (a YAML file or a bundled config's name; default: demo) whose tasks.paths are searched too.")]
 
 
 @command(app, "list")
-def list_(config: ConfigOpt = None) -> None:
+def list_(overrides: OverridesArg = None, config: ConfigOpt = None) -> None:
     """List bundled suites and those in the configured paths."""
     from rich.console import Console
     from rich.table import Table
@@ -36,7 +45,7 @@ def list_(config: ConfigOpt = None) -> None:
     from grpo_code.tasks.suite import list_suites, load_suite_dir
 
     table = Table("suite", "tasks", "splits", "language", "description", title="task suites")
-    for path in list_suites(_paths(config)):
+    for path in list_suites(_config(config, overrides).tasks.paths):
         suite = load_suite_dir(path)
         splits = ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items()))
         table.add_row(suite.name, str(len(suite)), splits, suite.language, suite.description)
@@ -46,7 +55,8 @@ def list_(config: ConfigOpt = None) -> None:
 @command(app, "show")
 def show(
     suite: SuiteArg,
-    task_id: Annotated[str | None, typer.Argument(help="Show this task in full.")] = None,
+    task_id: Annotated[str | None, typer.Argument(help="Show this task in full.", show_default=False)] = None,
+    overrides: OverridesArg = None,
     split: Annotated[str | None, typer.Option(help="Only this split (name, id range A-B, or all).")] = None,
     style: Annotated[str, typer.Option(help="Prompt style shown for a task: chat or raw.")] = "chat",
     config: ConfigOpt = None,
@@ -57,8 +67,11 @@ def show(
 
     from grpo_code.tasks import load_suite, render
 
+    # TASK_ID is optional, so the first override may have landed in it.
+    ids, overrides = split_overrides([*([task_id] if task_id is not None else []), *(overrides or [])])
+    task_id = ids[0] if ids else None
     console = Console()
-    s = load_suite(suite, _paths(config)).split(split)
+    s = load_suite(suite, _config(config, overrides + ids[1:]).tasks.paths).split(split)
     if task_id is None:
         table = Table("id", "split", "mode", "tests", "reference", "prompt",
                       title=f"{s.name}: {len(s)} tasks (hash {s.content_hash()})")
@@ -128,7 +141,7 @@ def convert(
     records = adapters.convert(fmt, src, **options)
     suite = suite_from_records(name or dst.name, records, src)
     meta = {"description": f"converted from {Path(src).name} ({fmt} format)", "source": src}
-    suite = type(suite)(**{**suite.__dict__, **meta})
+    suite = replace(suite, **meta)
     write_suite(suite, dst)
     typer.echo(f"wrote {len(suite)} tasks to {dst} (splits: "
                + ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items())) + ")")
@@ -141,6 +154,7 @@ def convert(
 @command(app, "check")
 def check(
     suite: SuiteArg,
+    overrides: OverridesArg = None,
     solutions: Annotated[str, typer.Option(help="both, reference, empty, or a JSONL file of task_id + completion/solution.")] = "both",
     repeat: Annotated[int, typer.Option(help="Run each solution this many times to find flaky tasks.")] = 1,
     split: Annotated[str | None, typer.Option(help="Only this split (name, id range A-B, or all).")] = None,
@@ -160,16 +174,13 @@ def check(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from grpo_code.config import SandboxConfig, load_config
     from grpo_code.sandbox import Sandbox, resolve_backend
     from grpo_code.tasks import load_suite
     from grpo_code.tasks.check import check_suite
 
-    cfg = load_config(config) if config else None
-    sb_cfg = cfg.sandbox if cfg else SandboxConfig()
-    overrides = {k: v for k, v in (("backend", backend), ("workers", workers)) if v is not None}
-    sb_cfg = SandboxConfig(**{**sb_cfg.__dict__, **overrides})
-    s = load_suite(suite, cfg.tasks.paths if cfg else []).split(split)
+    cfg = _config(config, overrides)
+    sb_cfg = replace(cfg.sandbox, **{k: v for k, v in (("backend", backend), ("workers", workers)) if v is not None})
+    s = load_suite(suite, cfg.tasks.paths).split(split)
     err = Console(stderr=True)
     with Sandbox(sb_cfg) as sandbox, Progress(TextColumn("checking {task.description}"), BarColumn(),
                                               MofNCompleteColumn(), TimeElapsedColumn(), console=err,

@@ -1,4 +1,10 @@
-"""The generator interface, sampling settings and backend selection."""
+"""The generator interface, sampling settings, and the rules every backend and the trainer share.
+
+Each rule is written once here: how a prompt is styled (:func:`prompt_style`), which torch
+dtype ``auto`` means (:func:`torch_dtype`), how prompts are chunked and seeded
+(:func:`seeded_chunks`) and where weights come from (:func:`resolve`). The backends import
+this module; :func:`grpo_code.generation.load_generator` picks one.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,9 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from grpo_code.errors import GrpoCodeError, ModelError
+from grpo_code.errors import ModelError
 from grpo_code.tasks.prompts import Prompt
 
 
@@ -86,23 +92,45 @@ def resolve(name: str, log: Callable[[str], None] = lambda _: None) -> ResolvedM
     return ResolvedModel(name, resolve_model(name, log=log))
 
 
-def load_generator(backend: str, model: str, *, dtype: str = "auto", batch_size: int = 8,
-                   server_url: str | None = None, vllm_gpu_memory_utilization: float = 0.3,
-                   log: Callable[[str], None] = lambda _: None) -> Generator:
-    """Build the generator for ``backend`` (``hf``, ``vllm`` or ``openai``)."""
-    if backend == "hf":
-        from grpo_code.generation.hf import HFGenerator
+def prompt_style(tokenizer: Any) -> str:
+    """``chat`` when the tokenizer has a chat template (instruct models), else ``raw``."""
+    return "chat" if tokenizer.chat_template else "raw"
 
-        return HFGenerator(resolve(model, log), dtype=dtype, batch_size=batch_size)
-    if backend == "vllm":
-        from grpo_code.generation.vllm import VLLMGenerator
 
-        return VLLMGenerator(resolve(model, log), dtype=dtype, gpu_memory_utilization=vllm_gpu_memory_utilization)
+def model_prompt_style(backend: str, model: str) -> str:
+    """:func:`prompt_style` of a model, decided from its tokenizer without loading weights;
+    ``chat`` for the ``openai`` backend, which the server templates."""
     if backend == "openai":
-        from grpo_code.generation.openai import OpenAIGenerator
+        return "chat"
+    from transformers import AutoTokenizer
 
-        if not server_url:
-            raise GrpoCodeError("the openai backend needs a server URL",
-                                "set generation.server_url or --server-url, e.g. http://127.0.0.1:8000/v1")
-        return OpenAIGenerator(model, server_url)
-    raise GrpoCodeError(f"unknown generation backend {backend!r}", "use hf, vllm or openai")
+    return prompt_style(AutoTokenizer.from_pretrained(resolve(model).tokenizer_path))
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def torch_dtype(name: str, device: str | None = None) -> Any:
+    """The torch dtype of a ``model.dtype`` setting: ``auto`` is bfloat16 on CUDA and float32
+    elsewhere (``device``; ``None``: whether this machine has CUDA)."""
+    import torch
+
+    if name == "auto":
+        cuda = torch.cuda.is_available() if device is None else str(device).startswith("cuda")
+        return torch.bfloat16 if cuda else torch.float32
+    if name not in DTYPES:
+        raise ModelError(f"unknown dtype {name!r}", f"use auto, {', '.join(DTYPES)}")
+    return getattr(torch, name)
+
+
+T = TypeVar("T")
+
+
+def seeded_chunks(items: Sequence[T], batch_size: int, n: int, seed: int) -> list[tuple[int, list[T]]]:
+    """``items`` in fixed chunks of ``batch_size // n`` (at least one), each with its seed from
+    (``seed``, chunk index). Eval and the hf backend chunk with this one rule, so the same
+    prompts, settings and seed give the same completions, and a resumed eval generates
+    exactly the chunks a whole run would have."""
+    per_chunk = max(1, batch_size // n)
+    return [(seed * 1_000_003 + index, list(items[start:start + per_chunk]))
+            for index, start in enumerate(range(0, len(items), per_chunk))]

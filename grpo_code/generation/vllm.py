@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
-from grpo_code.generation.base import Progress, ResolvedModel, Sampling, prompt_text
+from grpo_code.generation.base import Progress, ResolvedModel, Sampling, prompt_style, prompt_text
 from grpo_code.tasks.prompts import Prompt
 
 
@@ -32,7 +32,7 @@ class VLLMGenerator:
 
         self.name = model.name
         self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer_path)
-        self.style = "chat" if self.tokenizer.chat_template else "raw"
+        self.style = prompt_style(self.tokenizer)
         self.llm = vllm.LLM(model=model.path, tokenizer=model.tokenizer_path, dtype=dtype,
                             gpu_memory_utilization=gpu_memory_utilization, enable_lora=model.adapter is not None,
                             max_lora_rank=max_lora_rank)

@@ -1,41 +1,19 @@
-"""Evaluation: n samples per task -> sandbox -> pass@k, resumable, with the training pipeline.
-
-For each model, ``<out>/<model-slug>/`` holds
-
-- ``config.json``: the settings, written before anything else; a rerun with other
-  settings is refused (naming the keys) so a resume never mixes samples;
-- ``samples.jsonl``: append-only completions keyed by (task_id, index); prompts are
-  generated in fixed seeded chunks, so a killed run resumes to the same samples;
-- ``results.jsonl``: per-sample verdicts with the first failing test (its verdict and
-  message), appended as jobs finish and keyed by the sample, the program it gave and the
-  harness fingerprint (:mod:`~grpo_code.sandbox.fingerprint`), so verdicts of another
-  extraction rule, sandbox runtime or other limits are not reused; sandbox infrastructure
-  errors are not written, so a rerun retries them;
-- ``summary.json``: pass@k (unbiased estimator), a 95% bootstrap interval over tasks,
-  per-task counts, the verdict mix and the suite's content hash.
-
-``score_samples`` does the same for an existing samples file, without a model
-(:func:`~grpo_code.tasks.samples.read_samples_file`,
-:func:`~grpo_code.tasks.samples.program_from_completion`). pass@k is over the tasks the
-file holds; the suite's other tasks are listed as missing, never silently dropped.
-"""
+"""Scoring: samples -> sandbox verdicts -> pass@k, for a model (:func:`eval_model`) or a
+samples file (:func:`score_samples`); both resume whatever their output directory holds."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
-import os
-import random
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
-from grpo_code.sandbox.fingerprint import harness_fingerprint
+from grpo_code.evaluate.files import Appender, read_jsonl, sha, write_json
+from grpo_code.evaluate.stats import summarize
+from grpo_code.generation.base import Sampling, seeded_chunks
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.extract import Extraction, build_program, whole_program
 from grpo_code.tasks.prompts import render
@@ -46,107 +24,6 @@ from grpo_code.tasks.suite import Suite
 
 class EvalError(GrpoCodeError):
     """Bad eval input: no usable k, unknown task ids, changed settings on resume."""
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one task with ``c`` correct of ``n`` samples (Chen et al. 2021)."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
-
-
-def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of the mean, resampling tasks with replacement."""
-    if not values:
-        return (0.0, 0.0)
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(iters))
-    return (means[int(0.025 * iters)], means[min(iters - 1, int(0.975 * iters))])
-
-
-def summarize(suite: Suite, counts: dict[str, tuple[int, int]], ks: Sequence[int], mix: Counter,
-              extra: dict[str, Any], missing: Sequence[str] = ()) -> dict[str, Any]:
-    """pass@k and intervals from per-task (n, correct) counts; ``missing`` names the tasks
-    that were asked for but have no samples (not counted)."""
-    task_ids = [t.id for t in suite.tasks if t.id in counts]
-    pass_k, ci = {}, {}
-    for k in ks:
-        per_task = [pass_at_k(*counts[t], k) for t in task_ids]
-        pass_k[str(k)] = round(sum(per_task) / len(per_task), 6) if per_task else 0.0
-        lo, hi = bootstrap_ci(per_task)
-        ci[str(k)] = [round(lo, 6), round(hi, 6)]
-    n_values = sorted({counts[t][0] for t in task_ids})
-    return {
-        "pass_at_k": pass_k,
-        "ci95": ci,
-        "n": n_values[0] if len(n_values) == 1 else n_values,
-        "tasks": len(task_ids),
-        "tasks_scored": len(task_ids),
-        "tasks_in_suite": len(task_ids) + len(missing),
-        "missing_tasks": list(missing),
-        "suite": suite.name,
-        "suite_hash": suite.content_hash(),
-        "verdicts": dict(sorted(mix.items())),
-        "per_task": {t: {"n": counts[t][0], "correct": counts[t][1]} for t in task_ids},
-        **extra,
-    }
-
-
-# --------------------------------------------------------------------------- files
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of an append-only file; a torn last line (killed mid-write) is ignored."""
-    if not path.is_file():
-        return []
-    out = []
-    with path.open() as fh:
-        for line in fh:
-            if line.endswith("\n"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-    return out
-
-
-class _Appender:
-    def __init__(self, path: Path):
-        if path.is_file() and path.stat().st_size:
-            with path.open("rb") as fh:  # drop a torn last line so appends start on a fresh line
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    data = path.read_bytes()
-                    path.write_bytes(data[: data.rfind(b"\n") + 1])
-        self.fh = path.open("a")
-
-    def write(self, record: dict[str, Any]) -> None:
-        self.fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.fh.flush()
-
-    def close(self) -> None:
-        self.fh.close()
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".partial")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^\w.-]+", "-", name.strip("/").replace("/", "--")).strip("-")[-100:] or "model"
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-# --------------------------------------------------------------------------- execution
 
 
 @dataclass
@@ -194,8 +71,8 @@ def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path,
     infrastructure errors are not written, and are reported once the rest is saved. A
     record is reused only for the same program under the same harness fingerprint (records
     without one are older than it and run again), so a changed extraction rule reruns."""
-    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness")): r for r in _read_jsonl(results_path)}
-    by_language = {lang: harness_fingerprint(lang, sandbox.config) for lang in {t.language for t in suite.tasks}}
+    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness")): r for r in read_jsonl(results_path)}
+    by_language = {lang: sandbox.fingerprint(lang) for lang in {t.language for t in suite.tasks}}
     harness = {t.id: by_language[t.language] for t in suite.tasks}
     keyed = []
     for s in samples:
@@ -204,11 +81,11 @@ def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path,
         else:
             built = program_of(suite.get(s["task_id"]), s["completion"])
             program, how = built.program, built.how
-        key = (s["task_id"], s["index"], "none" if program is None else _sha(program), harness[s["task_id"]])
+        key = (s["task_id"], s["index"], "none" if program is None else sha(program), harness[s["task_id"]])
         keyed.append((s, key, program, how))
     pending = [item for item in keyed if item[1] not in done]
     hooks.start("execute", len(pending))
-    appender = _Appender(results_path)
+    appender = Appender(results_path)
     infra = 0
     try:
         futures = [(s, key, how, sandbox.submit(suite.get(s["task_id"]).job(program)) if program is not None else None)
@@ -220,7 +97,7 @@ def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path,
                 infra += 1
                 continue
             record = {"task_id": s["task_id"], "index": s["index"],
-                      "sample_sha": _sha(s.get("completion", "") + "\0" + s.get("solution", "")),
+                      "sample_sha": sha(s.get("completion", "") + "\0" + s.get("solution", "")),
                       "program_sha": key[2], "harness": key[3], "status": _status(result),
                       "passed": result.passed if result else 0, "total": result.total if result else 0,
                       "extraction": how,
@@ -267,9 +144,6 @@ def usable_ks(ks: Sequence[int], n: int, note: Callable[[str], None] = lambda te
     return kept
 
 
-# --------------------------------------------------------------------------- model eval
-
-
 @dataclass(frozen=True)
 class EvalSettings:
     """What determines the samples; a resume must match these exactly."""
@@ -307,7 +181,7 @@ def _guard_settings(path: Path, settings: EvalSettings) -> None:
                             "rerun with the same settings to resume, or choose another --out")
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_json(path, mine)
+        write_json(path, mine)
 
 
 def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, suite: Suite, ks: Sequence[int],
@@ -318,26 +192,21 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
     _guard_settings(out_dir / "config.json", settings)
     samples_path = out_dir / "samples.jsonl"
     have: dict[tuple[str, int], dict] = {}
-    for rec in _read_jsonl(samples_path):
+    for rec in read_jsonl(samples_path):
         have[(rec["task_id"], rec["index"])] = rec
-    per_chunk = max(1, settings.batch_size // settings.n)
-    chunks = [list(suite.tasks[i:i + per_chunk]) for i in range(0, len(suite.tasks), per_chunk)]
-    todo = [(ci, chunk) for ci, chunk in enumerate(chunks)
+    chunks = seeded_chunks(suite.tasks, settings.batch_size, settings.n, settings.seed)
+    todo = [(ci, seed, chunk) for ci, (seed, chunk) in enumerate(chunks)
             if any((t.id, j) not in have for t in chunk for j in range(settings.n))]
-    generator = None
-    from grpo_code.generation.base import Sampling
-
     sampling = Sampling(n=settings.n, temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
                         max_new_tokens=settings.max_new_tokens, seed=settings.seed)
-    hooks.start("generate", sum(len(c) for _, c in todo))
+    hooks.start("generate", sum(len(c) for _, _, c in todo))
     if todo:
         generator = generator_factory()
-        appender = _Appender(samples_path)
+        appender = Appender(samples_path)
         try:
-            for ci, chunk in todo:
+            for ci, seed, chunk in todo:
                 prompts = [render(t, settings.style, settings.system_prompt if settings.system_prompt is not None
                                   else suite.system_prompt, suite.prompt_template) for t in chunk]
-                seed = settings.seed * 1_000_003 + ci
                 if settings.stop_after_code:
                     completions = generator.generate(prompts, sampling, seed=seed, done=lambda i, text, chunk=chunk:
                                                      whole_program(chunk[i], text, settings.style, settings.extract))
@@ -357,11 +226,8 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
                         lambda task, text: build_program(task, text, settings.style, settings.extract), sandbox, hooks)
     counts, mix = _tally(per_task)
     summary = summarize(suite, counts, ks, mix, {"model": settings.model, "settings": asdict(settings)})
-    _write_json(out_dir / "summary.json", summary)
+    write_json(out_dir / "summary.json", summary)
     return summary
-
-
-# --------------------------------------------------------------------------- samples file
 
 
 def samples_n(samples: Sequence[dict[str, Any]]) -> int:
@@ -393,7 +259,7 @@ def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sa
     missing = [t.id for t in suite.tasks if t.id not in present]
     if missing:
         hooks.note(missing_note(missing, len(suite.tasks)))
-    scored = Suite(**{**suite.__dict__, "tasks": tuple(t for t in suite.tasks if t.id in present)})
+    scored = replace(suite, tasks=tuple(t for t in suite.tasks if t.id in present))
     out_dir.mkdir(parents=True, exist_ok=True)
 
     per_task = _execute(scored, samples, out_dir / "results.jsonl",
@@ -401,5 +267,5 @@ def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sa
     counts, mix = _tally(per_task)
     summary = summarize(scored, counts, ks, mix, {"model": f"samples:{path.name}", "samples_file": str(path)},
                         missing)
-    _write_json(out_dir / "summary.json", summary)
+    write_json(out_dir / "summary.json", summary)
     return summary
