@@ -152,6 +152,31 @@ def prepare_run(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, P
     return cfg, resume, checkpoint
 
 
+def prepare_run_once(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, Path | None]:
+    """:func:`prepare_run` on the main process only, when ``accelerate launch`` started several:
+    the others take its run directory (a timestamped name must not differ between them) or its error."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return prepare_run(cfg, resume)
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    state = PartialState()
+    shared: list[Any] = [None]
+    if state.is_main_process:
+        try:
+            prepared = prepare_run(cfg, resume)
+            shared = [{"dir": prepared[0].output.dir, "checkpoint": prepared[2]}]
+        except TrainError as exc:
+            shared = [{"error": (exc.what, exc.hint)}]
+    broadcast_object_list(shared)
+    if "error" in shared[0]:
+        raise TrainError(*shared[0]["error"])
+    run_dir, checkpoint = shared[0]["dir"], shared[0]["checkpoint"]
+    return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, dir=run_dir)), Path(run_dir), checkpoint
+
+
 def load_run_config(config: Path | None, overrides: list[str], resume: Path | None) -> RunConfig:
     """The run config: the file + overrides, or on ``--resume`` without a file, the run's own."""
     if resume is not None and config is None:
@@ -197,14 +222,6 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
     return args
 
 
-def _dtype(name: str) -> Any:
-    import torch
-
-    if name == "auto":
-        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    return getattr(torch, name)
-
-
 def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], None] = print,
                  console: Any = None) -> TrainSummary:
     """Train with GRPO as configured; returns where the model went and how the reward moved."""
@@ -214,7 +231,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     if cfg.train.stop_after_code and cfg.generation.backend != "hf":
         raise TrainError("train.stop_after_code needs generation.backend=hf (vLLM generates a batch in one call)",
                          "set train.stop_after_code=false")
-    cfg, run_dir, checkpoint = prepare_run(cfg, resume)
+    cfg, run_dir, checkpoint = prepare_run_once(cfg, resume)
     started = time.monotonic()
 
     import warnings
@@ -227,12 +244,13 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     hf_logging.disable_progress_bar()
 
-    from grpo_code.generation.base import resolve
+    from grpo_code.generation.base import prompt_style, resolve, torch_dtype
     from grpo_code.rewards.functions import build_reward_funcs
     from grpo_code.sandbox import Sandbox
     from grpo_code.tasks import load_suite, oracle, render
     from grpo_code.training.callbacks import MetricsLog, ProgressBar
     from grpo_code.training.filter import PromptFilter
+    from grpo_code.training.packing import trim_padding_for
     from grpo_code.training.trainer import GrpoCodeTrainer
 
     suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
@@ -244,10 +262,11 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     tokenizer = AutoTokenizer.from_pretrained(resolved.tokenizer_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    style = "chat" if tokenizer.chat_template else "raw"
+    style = prompt_style(tokenizer)
     system_prompt = cfg.tasks.system_prompt if cfg.tasks.system_prompt is not None else suite.system_prompt
-    model = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=_dtype(cfg.model.dtype),
+    model = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=torch_dtype(cfg.model.dtype),
                                                  trust_remote_code=cfg.model.trust_remote_code)
+    trim_padding = trim_padding_for(model, cfg.train.trim_padding, log)
     peft_config = None
     if cfg.model.peft:
         from peft import LoraConfig
@@ -272,7 +291,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
             code_reward=funcs[0], style=style, overlap=cfg.rewards.overlap, prompt_filter=prompt_filter,
-            stop_after_code=cfg.train.stop_after_code, trim_padding=cfg.train.trim_padding,
+            stop_after_code=cfg.train.stop_after_code, trim_padding=trim_padding,
             completions_path=run_dir / "completions.jsonl",
         )
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.
@@ -284,7 +303,8 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             funcs[0].scorer.close()
         final = run_dir / "final"
         trainer.save_model(str(final))
-        tokenizer.save_pretrained(str(final))
+        if trainer.accelerator.is_main_process:
+            tokenizer.save_pretrained(str(final))
     # From metrics.jsonl, so a resumed run is summarized whole (this process saw only its own steps).
     rewards = step_series(metrics.path, "reward") or metrics.rewards
     passes = step_series(metrics.path, "tests/pass_rate") or metrics.pass_rates

@@ -251,7 +251,7 @@ def test_stop_after_code_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
 
 
-def test_finish_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path) -> None:
+def test_row_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path) -> None:
     """Fed token by token, each row stops at the first token after which its program is
     whole, and that program is the one the full text gives: the block that defines the entry
     point (not an imports block before it). Unfenced code, a block still open, or a row that
@@ -262,7 +262,7 @@ def test_finish_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Pa
     from transformers import AutoTokenizer
 
     from grpo_code.tasks.extract import build_program, whole_program
-    from grpo_code.training.trainer import FinishWatcher, GrpoCodeTrainer
+    from grpo_code.training.trainer import GrpoCodeTrainer
 
     tok = AutoTokenizer.from_pretrained(demo_model_dir)
     task = load_suite("demo").split("train").tasks[0]
@@ -282,16 +282,22 @@ def test_finish_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Pa
     grid = torch.tensor([prompt + ids + (filler if ids[-1] != tok.eos_token_id else [tok.eos_token_id]) * (width - len(ids))
                          for ids in rows])
 
+    from grpo_code.generation.watch import RowWatcher, TokenKinds
+
     submitted, speculated = [], []
-    fake = SimpleNamespace(eos_token_ids=[tok.eos_token_id], processing_class=tok, style="chat",
-                           _batch_task_ids=[task.id] * len(rows),
+    fake = SimpleNamespace(end_token_ids=[tok.eos_token_id], processing_class=tok, style="chat",
+                           _batch_task_ids=[task.id] * len(rows), _kinds=TokenKinds(tok),
                            code_reward=SimpleNamespace(tasks={task.id: task}, scorer=SimpleNamespace(extract="last")),
                            _submit=lambda row, ids: submitted.append(row),
                            _speculate=lambda row, ids: speculated.append(row))
     fake._row = lambda row, ids: GrpoCodeTrainer._row(fake, row, ids)
     fake._whole_program = lambda row, ids: GrpoCodeTrainer._whole_program(fake, row, ids)
 
-    def feed(watcher: FinishWatcher) -> list[int | None]:
+    def watcher_for(overlap: bool, stop_after_code: bool) -> RowWatcher:
+        fake.overlap, fake.stop_after_code = overlap, stop_after_code
+        return GrpoCodeTrainer.generation_watcher(fake, len(rows))
+
+    def feed(watcher: RowWatcher) -> list[int | None]:
         watcher.prompt_length = len(prompt)
         stopped_at: list[int | None] = [None] * len(rows)
         for end in range(len(prompt) + 1, grid.shape[1] + 1):
@@ -300,7 +306,7 @@ def test_finish_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Pa
                     stopped_at[row] = end - len(prompt)
         return stopped_at
 
-    watcher = FinishWatcher(fake, len(rows), overlap=True, stop_after_code=True)
+    watcher = watcher_for(overlap=True, stop_after_code=True)
     stopped_at = feed(watcher)
     assert stopped_at[2:] == [None, None, None]
     for row in range(2):
@@ -311,9 +317,19 @@ def test_finish_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Pa
     assert sorted(submitted) == [0, 1, 4]  # stopped rows and the one that ended go to the sandbox
 
     submitted.clear()
-    plain = FinishWatcher(fake, len(rows), overlap=True, stop_after_code=False)
+    plain = watcher_for(overlap=True, stop_after_code=False)
     assert feed(plain) == [None] * len(rows) and not plain.stopped
     assert submitted == [4] and speculated  # overlap alone: the ended row, and programs started early
+    assert watcher_for(overlap=False, stop_after_code=False) is None  # nothing to watch for
+
+    # Eval's --stop-after-code stops the same rows at the same tokens (one stopping criterion).
+    from grpo_code.generation.watch import program_stop
+
+    def done(i: int, text: str) -> bool:
+        return whole_program(task, text, "chat", "last")
+
+    evals = program_stop(tok, len(prompt), 1, len(rows), done, TokenKinds(tok))
+    assert feed(evals) == stopped_at
 
 
 def test_length_chunks_groups_rows_of_like_length_and_pays_for_each_call() -> None:

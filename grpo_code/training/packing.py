@@ -7,14 +7,17 @@ completion ran to the length limit while the others stopped after 30 tokens comp
 their real length and groups them so that the padded tokens plus a fixed cost per extra
 forward call are least; each group is then cut to its own widest row.
 
-The cut is exact for rotary position models (Llama, Qwen, Mistral and the like): cutting
-leading pad columns shifts every position of a row alike, which rotary attention does not
-see, and cut trailing columns are masked anyway.
+The cut is exact for rotary position models (Llama, Qwen, Mistral and the like) and
+ALiBi ones: cutting leading pad columns shifts every position of a row alike, which
+relative attention does not see, and cut trailing columns are masked anyway. A model with
+learned absolute positions (GPT-2 and the like) would see its rows at other positions, so
+:func:`exact_for` turns the cut off for any model it cannot tell is relative.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 # What one more forward call costs, in tokens of work: a group is split off only when it
 # saves more padding than this.
@@ -47,3 +50,37 @@ def length_chunks(prompt_lengths: Sequence[int], completion_lengths: Sequence[in
         groups.append(order[cut[j]:j])
         j = cut[j]
     return groups[::-1]
+
+
+ALIBI_MODELS = ("bloom", "mpt")
+ROTARY_KEYS = ("rope_theta", "rope_parameters", "rope_scaling", "rotary_dim", "rotary_pct", "rotary_emb_base")
+
+
+def relative_positions(config: Any) -> bool:
+    """Whether a model config says its attention sees relative positions only (rotary or
+    ALiBi), so that shifting a row's positions by the cut padding changes nothing."""
+    kind = str(getattr(config, "position_embedding_type", "") or "")
+    if kind in ("absolute", "learned"):
+        return False
+    if kind in ("rotary", "rope", "alibi") or getattr(config, "alibi", False):
+        return True
+    if getattr(config, "model_type", "") in ALIBI_MODELS:
+        return True
+    return any(getattr(config, key, None) is not None for key in ROTARY_KEYS)
+
+
+def exact_for(model: Any) -> bool:
+    """Whether cutting padding is exact for ``model`` (a transformers model, PEFT-wrapped or not)."""
+    config = getattr(model, "config", None)
+    return config is not None and relative_positions(config)
+
+
+def trim_padding_for(model: Any, wanted: bool, log: Any = print) -> bool:
+    """``train.trim_padding`` as it can be honoured for ``model``: on only when asked for and
+    exact; asked for but not exact turns it off with a warning."""
+    if wanted and not exact_for(model):
+        kind = getattr(getattr(model, "config", None), "model_type", None) or type(model).__name__
+        log(f"warning: train.trim_padding is off for this model ({kind}): its positions are not known to be "
+            "relative, and cutting padding would change its log-probs; set train.trim_padding=false to silence this")
+        return False
+    return wanted

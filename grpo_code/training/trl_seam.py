@@ -1,0 +1,206 @@
+"""Every place grpo-code touches TRL's internals, in one module.
+
+TRL's public surface covers most of what training needs: ``GRPOConfig``, reward
+functions (async, returning ``None`` to mask a row), callbacks, ``generation_kwargs``.
+What it does not cover goes through :class:`SeamTrainer`, a ``GRPOTrainer`` whose five
+overrides of private methods each translate one TRL internal into a hook with our own
+name. :class:`~grpo_code.training.trainer.GrpoCodeTrainer` implements the hooks and names
+no TRL internal. Each override is pinned by a test in ``tests/test_trl_seam.py``, so a TRL
+release that changes one fails that named test instead of a training run.
+
+1. ``_get_train_sampler`` -> :meth:`SeamTrainer.train_sampler`: the prompt filter picks
+   prompts; TRL has no public way to choose the sampler. The hook gets TRL's repeat
+   pattern (:class:`RepeatPattern`), which a sampler must keep.
+2. ``_generate_and_score_completions`` -> :meth:`~SeamTrainer.before_batch` /
+   :meth:`~SeamTrainer.after_batch`: the rows' dataset columns (task ids) before
+   generation starts, which the per-row stopping criterion needs.
+3. ``_generate_single_turn``, with ``model.generate`` wrapped for that call only
+   (:func:`watching_generate`) -> :meth:`~SeamTrainer.generation_watcher`: a stopping
+   criterion that sees every token (scoring overlapped with generation, stopping a row
+   once its program is whole). TRL passes ``generate`` a ``GenerationConfig``, which cannot
+   carry a stopping criterion, and ``generation_kwargs`` go into that config.
+4. ``_calculate_rewards`` -> :meth:`~SeamTrainer.after_rewards`: the rewards of every
+   process's rows, as TRL gathered them, for the prompt filter and the completions log.
+   A reward function sees only its own process's rows and its own column.
+5. ``_get_per_token_logps_and_entropies``: the update's forward pass in groups of rows
+   of like length (``train.trim_padding``, :mod:`.packing`).
+
+And one attribute: TRL's per-step metric buffer ``_metrics`` (averaged and logged each
+step), written through :meth:`SeamTrainer.log_metric`.
+
+Public hooks considered instead: ``rollout_func`` (experimental in TRL 1.16) would take
+over generation whole, so prompt tokenization, the chat template and vLLM weight sync
+would be ours to redo; environments and tools are for tool-calling conversations.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+from trl import GRPOTrainer
+
+from grpo_code.training.packing import length_chunks
+
+
+@dataclass(frozen=True)
+class RepeatPattern:
+    """TRL's sampling pattern: each prompt ``mini_repeat_count`` times in a row (its group),
+    each chunk of ``batch_size`` prompts ``repeat_count`` times (generation reuse)."""
+
+    mini_repeat_count: int
+    batch_size: int
+    repeat_count: int
+    seed: int
+
+
+class SeamTrainer(GRPOTrainer):
+    """``GRPOTrainer`` with our hooks in place of its internals (see the module docs)."""
+
+    trim_padding = False
+    """Whether the update's forward pass runs in length groups (exact for relative positions only)."""
+
+    # ----------------------------------------------------------------- hooks
+
+    def train_sampler(self, dataset: Any, pattern: RepeatPattern) -> Any:
+        """The sampler of training prompts; ``None``: TRL's own."""
+        return None
+
+    def before_batch(self, inputs: list[dict[str, Any]]) -> None:
+        """A batch's rows (dataset columns, this process's share) before it is generated."""
+
+    def after_batch(self) -> None:
+        """After the batch was generated and scored."""
+
+    def generation_watcher(self, rows: int) -> StoppingCriteria | None:
+        """A stopping criterion run on each token of a transformers ``generate`` call (``rows``
+        wide); its ``stopped`` dict (row -> length), if any, cuts rows it ended."""
+        return None
+
+    def after_generation(self, completion_ids: list[list[int]]) -> None:
+        """The completions of a ``generate`` call, cut where the watcher stopped them."""
+
+    def after_rewards(self, inputs: list[dict[str, Any]], completions: list[Any], rewards: torch.Tensor,
+                      waited_s: float) -> None:
+        """``rewards``: one row per completion of every process (in process order), one column
+        per reward function, NaN where masked; ``inputs`` and ``completions`` are this
+        process's rows; ``waited_s`` the time spent in the reward functions."""
+
+    # ----------------------------------------------------------------- helpers
+
+    @property
+    def mode(self) -> str:
+        return "train" if self.model.training else "eval"
+
+    def log_metric(self, name: str, value: float, mode: str | None = None) -> None:
+        """Add a value to this step's metric ``name`` (TRL averages and logs it)."""
+        self._metrics[mode or self.mode][name].append(float(value))
+
+    @property
+    def end_token_ids(self) -> list[int]:
+        return list(self.eos_token_ids)
+
+    @property
+    def transformers_generation(self) -> bool:
+        """Whether completions come from the model's own ``generate`` (not vLLM, not continuous batching)."""
+        return not self.use_vllm and not self.use_transformers_continuous_batching
+
+    # ----------------------------------------------------------------- overrides (pinned by tests)
+
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        dataset = dataset if dataset is not None else self.train_dataset
+        pattern = RepeatPattern(self.num_generations, self.args.generation_batch_size // self.num_generations,
+                                self.num_iterations * self.args.steps_per_generation, self.args.seed)
+        sampler = self.train_sampler(dataset, pattern)
+        return sampler if sampler is not None else super()._get_train_sampler(dataset)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self.before_batch(inputs)
+        out = super()._generate_and_score_completions(inputs)
+        self.after_batch()
+        return out
+
+    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
+                              has_tool_images: bool = False) -> Any:
+        started = time.perf_counter()
+        watcher = self.generation_watcher(len(prompt_ids)) if self.transformers_generation else None
+        with watching_generate(self.accelerator.unwrap_model(self.model_wrapped), watcher):
+            completion_ids, logprobs = super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        stopped = getattr(watcher, "stopped", None)
+        if stopped:
+            # generate pads a stopped row to the batch's length: keep only what was sampled.
+            completion_ids = [ids[:stopped.get(row, len(ids))] for row, ids in enumerate(completion_ids)]
+            if logprobs is not None:
+                logprobs = [lp[:stopped.get(row, len(lp))] for row, lp in enumerate(logprobs)]
+        self.log_metric("timing/generate_s", time.perf_counter() - started)
+        self.after_generation(completion_ids)
+        return completion_ids, logprobs
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        started = time.perf_counter()
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self.after_rewards(inputs, completions, rewards, time.perf_counter() - started)
+        return rewards
+
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
+                                           logits_to_keep: int, batch_size: int | None = None,
+                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
+                                           **kwargs: Any) -> Any:
+        """TRL's per-token log-probs, computed in groups of rows of similar length, each group
+        cut to its widest row (:mod:`grpo_code.training.packing`); same values, less padding."""
+        plain = super()._get_per_token_logps_and_entropies
+        if not self.trim_padding or compute_aux_loss or any(v is not None for v in kwargs.values()):
+            return plain(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                         compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **kwargs)
+        mask = attention_mask.bool()
+        width = mask.size(1)
+        prompt_width = width - logits_to_keep
+        cols = torch.arange(width, device=mask.device)
+        first = torch.where(mask, cols, width).min(dim=1).values
+        end = torch.where(mask, cols, -1).max(dim=1).values + 1
+        prompt_part = (prompt_width - first).clamp(min=0).tolist()
+        completion_part = (end - prompt_width).clamp(min=0).tolist()
+        logps, entropies, order = [], [], []
+        for rows in length_chunks(prompt_part, completion_part, batch_size):
+            start = prompt_width - max(prompt_part[r] for r in rows)
+            keep = max(1, max(completion_part[r] for r in rows))
+            index = torch.tensor(rows, device=input_ids.device)
+            part, entropy, _ = plain(model, input_ids[index, start:prompt_width + keep],
+                                     attention_mask[index, start:prompt_width + keep], keep,
+                                     compute_entropy=compute_entropy)
+            logps.append(torch.nn.functional.pad(part, (0, logits_to_keep - keep)))
+            if entropy is not None:
+                entropies.append(torch.nn.functional.pad(entropy, (0, logits_to_keep - keep)))
+            order.extend(rows)
+        back = torch.tensor(order, device=input_ids.device).argsort()  # batch row -> place in the groups
+        return torch.cat(logps)[back], torch.cat(entropies)[back] if entropies else None, None
+
+
+@contextmanager
+def watching_generate(model: Any, watcher: StoppingCriteria | None) -> Iterator[None]:
+    """Make ``model.generate`` run ``watcher`` as an extra stopping criterion, for this block
+    only; the watcher's ``prompt_length`` is set from each call's input width."""
+    if watcher is None:
+        yield
+        return
+    original = model.generate
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        input_ids = kwargs.get("input_ids", args[0] if args else None)
+        watcher.prompt_length = input_ids.shape[1] if input_ids is not None else 0
+        criteria = StoppingCriteriaList(kwargs.pop("stopping_criteria", None) or [])
+        criteria.append(watcher)
+        return original(*args, stopping_criteria=criteria, **kwargs)
+
+    model.generate = generate
+    try:
+        yield
+    finally:
+        if model.__dict__.get("generate") is generate:
+            del model.generate

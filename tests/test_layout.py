@@ -1,0 +1,111 @@
+"""The package's shape: modules import each other without cycles, layers do not reach into
+the sandbox's backends, and no module grows past what one can read in a sitting.
+
+Imports are read from the source (every ``import``, also those inside functions: a lazy
+import in a cycle is still a cycle, only one that fails later)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "grpo_code"
+MAX_LINES = 500
+BACKENDS = {f"grpo_code.sandbox.{m}" for m in
+            ("docker_backend", "docker_engine", "local_backend", "ray_backend", "pool", "worker", "image")}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package modules ``name`` imports (``from pkg import sub`` names the submodule)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                if f"{module}.{alias.name}" in known:
+                    found.add(f"{module}.{alias.name}")
+                elif module in known:
+                    found.add(module)
+    found.discard(name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_inside_the_package() -> None:
+    found = cycles(graph())
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_rewards_and_eval_do_not_import_sandbox_backends() -> None:
+    """They key stored verdicts on ``Sandbox.fingerprint``; which backend runs is the sandbox's business."""
+    edges = graph()
+    reaching = {name: sorted(edges[name] & BACKENDS) for name in edges
+                if name.startswith(("grpo_code.rewards", "grpo_code.evaluate")) and edges[name] & BACKENDS}
+    assert not reaching, reaching
+
+
+def test_no_module_is_longer_than_a_sitting() -> None:
+    long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
