@@ -82,17 +82,31 @@ def pool_of(*answers: Callable[[int], dict[str, Any] | None]) -> tuple[WorkerPoo
     return WorkerPool(factory, size=1, max_jobs=100), made
 
 
-def test_a_refused_job_is_a_job_error_not_a_lost_worker():
-    refuse_first = lambda n: {"error": "executor failure: KeyError: 'tests'"} if n == 1 else {"result": PASSED}  # noqa: E731
-    pool, made = pool_of(refuse_first)
+def test_a_refused_job_is_a_job_error_not_retried_and_its_worker_is_replaced():
+    refuse = lambda n: {"error": "executor failure: KeyError: 'tests'"}  # noqa: E731
+    serve = lambda n: {"result": PASSED}  # noqa: E731
+    pool, made = pool_of(refuse, serve)
     try:
         result, error = pool.run(WIRE)
         assert result is None and "could not run this job: executor failure: KeyError: 'tests'" in error
         assert pool.stats["refused"] == 1 and pool.stats["lost"] == 0 and pool.stats["infra_errors"] == 1
-        # not retried, and the worker is kept: the next job runs on the same executor
-        assert len(made) == 1 and made[0].jobs == 1 and not made[0].destroyed
+        # not retried; and a program may have caused the failure (a full pids limit, say),
+        # so the worker does not serve another job: the next runs on a fresh executor.
+        assert len(made) == 1 and made[0].jobs == 1 and made[0].destroyed
         assert pool.run(WIRE) == (PASSED, None)
-        assert len(made) == 1 and made[0].jobs == 2 and pool.stats["started"] == 1
+        assert len(made) == 2 and made[1].jobs == 1 and pool.stats["started"] == 2
+    finally:
+        pool.shutdown()
+
+
+def test_a_result_that_asks_to_retire_keeps_its_verdicts_and_replaces_the_worker():
+    unclean = lambda n: {"result": PASSED, "retire": "could not empty /tmp"}  # noqa: E731
+    serve = lambda n: {"result": PASSED}  # noqa: E731
+    pool, made = pool_of(unclean, serve)
+    try:
+        assert pool.run(WIRE) == (PASSED, None)
+        assert made[0].destroyed and pool.stats["retired"] == 1 and pool.stats["infra_errors"] == 0
+        assert pool.run(WIRE) == (PASSED, None) and len(made) == 2 and not made[1].destroyed
     finally:
         pool.shutdown()
 

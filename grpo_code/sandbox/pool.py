@@ -154,7 +154,7 @@ class WorkerPool:
             try:
                 result = worker.run(wire, timeout)
             except JobRefused as exc:
-                self._release(worker)
+                self._drop(worker, graceful=False)  # whatever caused it stays out of the next job
                 self._count_stat("refused")
                 self._count_stat("infra_errors")
                 return None, f"{worker.name}: the executor could not run this job: {exc}"
@@ -167,7 +167,11 @@ class WorkerPool:
             except BaseException:
                 self._drop(worker, graceful=False)
                 raise
-            self._release(worker)
+            if worker.retire:
+                self._drop(worker, graceful=False)
+                self._count_stat("retired")
+            else:
+                self._release(worker)
             self._count_stat("jobs")
             return result, None
         if killed == self.retries + 1:

@@ -7,8 +7,11 @@ that dies, hangs or answers garbage raises :class:`WorkerLost`; the pool then de
 (removing its container) and retries the job on a fresh one; so does an executor whose
 harness failed on a job (``harness failure: ...``: its zygote or judge, as in a lost
 worker). An executor that answers that it cannot run the job at all (``executor failure:
-...``: the job is bad for it) raises :class:`JobRefused`: the worker is healthy and stays,
-and the job is not retried.
+...``: the job is bad for it) raises :class:`JobRefused`: the job is not retried, and the
+worker is replaced all the same, since a program may have caused the failure and left
+the container in a state the next job would inherit. A result may come with ``retire``:
+the job left what the executor could not clean up (files it could not remove); the
+verdicts stand and the worker is replaced.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ class HarnessFailed(WorkerLost):
 
 
 class JobRefused(Exception):
-    """A healthy executor answered that it could not run this job (``executor failure``):
-    the job is bad for it, not the worker; running it again would end the same way."""
+    """The executor answered that it could not run this job (``executor failure``): running
+    it again would end the same way, so it is not retried."""
 
 
 class ExecutorKilled(WorkerLost):
@@ -72,6 +75,7 @@ class Worker:
     ):
         self.name = name
         self.jobs_done = 0
+        self.retire: str | None = None
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._on_close = on_close
@@ -142,10 +146,13 @@ class Worker:
         return reply
 
     def run(self, wire_job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """The job's result; :attr:`retire` then says whether the executor asked to be
+        replaced (the job left something it could not clean up)."""
         self.jobs_done += 1
         reply = self.request({"job": wire_job}, timeout_s)
         if not isinstance(reply.get("result"), dict):
             raise WorkerLost("answer without a result")
+        self.retire = str(reply["retire"]) if reply.get("retire") else None
         return reply["result"]
 
     def ping(self, timeout_s: float = 5.0) -> bool:

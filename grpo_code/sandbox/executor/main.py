@@ -41,40 +41,63 @@ def harden() -> dict:
     }
 
 
-def _wipe(path: str) -> None:
+def _wipe(path: str) -> bool:
     """Empty a directory, including entries a test made unreadable (chmod 000), without
-    following symlinks and without recursion (a test may nest directories very deep)."""
+    following symlinks, without recursion and through directory descriptors only: a test
+    may nest directories deeper than any path can name (PATH_MAX), and one descriptor is
+    open at a time. Returns whether the directory is empty afterwards."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
-        stack = [os.path.join(path, name) for name in os.listdir(path)]
+        cur = os.open(path, flags)
     except OSError:
-        return
-    dirs = []
-    while stack:
-        p = stack.pop()
-        try:
-            mode = os.lstat(p).st_mode
-        except OSError:
-            continue
-        if stat.S_ISDIR(mode):
+        return not os.path.lexists(path)
+    top = os.fstat(cur)
+    stuck: set[tuple[int, int]] = set()  # directories that kept entries: not entered again
+    try:
+        while True:
+            entered = False
             try:
-                os.chmod(p, stat.S_IRWXU)
+                names = os.listdir(cur)
             except OSError:
-                pass
-            dirs.append(p)
-            try:
-                stack.extend(os.path.join(p, name) for name in os.listdir(p))
-            except OSError:
-                pass
-        else:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
-    for d in reversed(dirs):  # children were found after their parents
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
+                names = []
+            for name in names:
+                try:
+                    st = os.stat(name, dir_fd=cur, follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISDIR(st.st_mode):
+                    try:
+                        os.unlink(name, dir_fd=cur)
+                    except OSError:
+                        pass
+                    continue
+                try:
+                    os.rmdir(name, dir_fd=cur)
+                    continue
+                except OSError:
+                    pass
+                if (st.st_dev, st.st_ino) in stuck:
+                    continue
+                try:
+                    os.chmod(name, stat.S_IRWXU, dir_fd=cur)  # a directory, not a link (stat above)
+                    sub = os.open(name, flags, dir_fd=cur)
+                except OSError:
+                    stuck.add((st.st_dev, st.st_ino))
+                    continue
+                os.close(cur)
+                cur, entered = sub, True
+                break
+            if entered:
+                continue
+            here = os.fstat(cur)
+            if (here.st_dev, here.st_ino) == (top.st_dev, top.st_ino):
+                return not names or not os.listdir(cur)
+            stuck.add((here.st_dev, here.st_ino))  # done with it: its parent removes it or gives up
+            parent = os.open("..", flags, dir_fd=cur)
+            os.close(cur)
+            cur = parent
+    finally:
+        os.close(cur)
 
 
 _IPC_RMID = 0
@@ -110,6 +133,10 @@ def _clear_ipc() -> None:
                 libc.msgctl(ident, _IPC_RMID, None)
 
 
+UNCLEAN: list[str] = []
+"""The directories the last job left not empty: the host then retires this executor."""
+
+
 def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict:
     """Run every test of a job in the (wiped) work directory and build the result.
     Raises :class:`verdict.HarnessFailure` when the sandbox could not run a test."""
@@ -135,8 +162,7 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
             tests = native.run_with_runner(runner, job)
     finally:
         os.chdir("/")
-        for path in [workdir, *scratch]:
-            _wipe(path)
+        UNCLEAN[:] = [path for path in [workdir, *scratch] if not _wipe(path)]
         _clear_ipc()
     passed = sum(1 for t in tests if t["verdict"] == "pass")
     return {
@@ -225,7 +251,10 @@ def main(argv: list[str], entry: str) -> int:
             send({"id": mid, "pong": True})
             continue
         try:
-            send({"id": mid, "result": run_job(msg["job"], workdir, scratch, zygote)})
+            reply = {"id": mid, "result": run_job(msg["job"], workdir, scratch, zygote)}
+            if UNCLEAN:  # the verdicts stand; the next job must not find what this one left
+                reply["retire"] = f"could not empty {', '.join(UNCLEAN)}"
+            send(reply)
         except verdict.HarnessFailure as exc:
             send({"id": mid, "error": f"harness failure: {exc}"})
         except Exception:

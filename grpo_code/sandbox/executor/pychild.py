@@ -84,6 +84,12 @@ _PID_SYSCALLS = {
     "x86_64": (0xC000003E, {141: 1, 142: 0, 144: 0, 203: 0, 251: 1, 302: 0, 314: 0}),
     "aarch64": (0xC00000B7, {140: 1, 118: 0, 119: 0, 122: 0, 30: 1, 261: 0, 274: 0}),
 }
+# clone with CLONE_PARENT makes the new process a sibling of the caller: a child of the
+# zygote, outside the test's process tree, where the test's cleanup would not find it.
+# clone3 passes its flags in memory the filter cannot read: it answers ENOSYS, and the C
+# library falls back to clone.
+_CLONE = {"x86_64": (56, 435), "aarch64": (220, 435)}
+CLONE_PARENT = 0x8000
 _SECCOMP: list = []
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -97,18 +103,25 @@ def _seccomp_program():
     if spec is None:
         return None
     arch, calls = spec
+    clone, clone3 = _CLONE[os.uname().machine]
     allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    enosys = 0x00050000 | 38  # SECCOMP_RET_ERRNO | ENOSYS
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     code: list = [("i", ld, 0, 0, 4), ("j", jeq, 1, 0, arch), ("i", ret, 0, 0, deny), ("i", ld, 0, 0, 0)]
     if arch == 0xC000003E:
         code.append(("j", jge, "deny", 0, 0x40000000))  # the x32 ABI
     for nr, arg in calls.items():
         code.append(("j", jeq, f"arg{arg}", 0, nr))
+    code += [("j", jeq, "clone", 0, clone), ("j", jeq, "enosys", 0, clone3)]
     code.append(("i", ret, 0, 0, allow))
     labels = {}
     for arg in (0, 1):
         labels[f"arg{arg}"] = len(code)
         code += [("i", ld, 0, 0, 16 + 8 * arg), ("j", jeq, "allow", "deny", 0)]
+    labels["clone"] = len(code)  # the flags are clone's first argument (its low 32 bits)
+    code += [("i", ld, 0, 0, 16), ("j", jset, "deny", "allow", CLONE_PARENT)]
+    labels["enosys"] = len(code)
+    code.append(("i", ret, 0, 0, enosys))
     labels["allow"] = len(code)
     code.append(("i", ret, 0, 0, allow))
     labels["deny"] = len(code)

@@ -215,7 +215,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
         child_fds.append(theirs.detach())
     try:
         pid, pidfd = zygote.spawn(child_fds)
-    except RuntimeError:
+    except (RuntimeError, OSError):  # OSError: a fork refused (the pids limit), a socket that failed
         if judged is not None:
             JUDGE.close()
         for fd in [*child_fds, *pipes]:
