@@ -241,6 +241,10 @@ class EvalConfig:
     k: list[int] = field(default_factory=lambda: [1, 5, 10])
     temperature: float = field(default=0.8, metadata=bounds(0.0))
     seed: int = 0
+    turns: int = field(default=1, metadata=bounds(1, 10))
+    """Answers per sample, with execution feedback on the public tests between them (chat models)."""
+    feedback_template: str | None = None
+    """The feedback user turn, with {failure}, {language_name}, {fence}; null: the built-in one."""
 
 
 @dataclass

@@ -32,6 +32,8 @@ def evaluate(
                                                  "instead of generating (human-eval/evalplus formats).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (default: evals/<suite>-<split>-n<N>-t<T>-s<seed>). Reruns resume it.")] = None,
     sandbox_backend: Annotated[str | None, typer.Option("--sandbox", help="Sandbox backend: auto, docker or local.")] = None,
+    turns: Annotated[int | None, typer.Option("--turns", help="Answers per sample: after each, a failed public "
+                                              "test goes back to the model (default: eval.turns, 1).")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Measure pass@k of models or checkpoints (or a samples file) on a task suite.
@@ -49,5 +51,5 @@ def evaluate(
         cfg, models=tuple(models), samples=samples, tasks=tasks, split=split, n=n,
         ks=None if k is None else parse_ks(k), temperature=temperature, max_new_tokens=max_new_tokens,
         backend=backend, server_url=server_url, batch_size=batch_size, seed=seed, stop_after_code=stop_after_code,
-        out=out, sandbox_backend=sandbox_backend)
+        out=out, sandbox_backend=sandbox_backend, turns=turns)
     print_results(run(request))

@@ -26,6 +26,7 @@ from grpo_code.evaluate.score import (
     score_samples,
     usable_ks,
 )
+from grpo_code.tasks.feedback import DEFAULT_TEMPLATE, check_template
 from grpo_code.tasks.samples import read_samples_file
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class EvalRequest:
     out: Path | None = None
     """Default: ``evals/<suite>-<split>-n<N>-t<T>-s<seed>``, or ``evals/samples-<file>-<suite>``."""
     sandbox_backend: str | None = None
+    turns: int | None = None
+    """Answers per sample with execution feedback between them (default: ``eval.turns``)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,14 @@ def _plan(r: EvalRequest, note: Callable[[str], None]) -> _Plan:
     else:
         ks = usable_ks(ks, n, note)
         out = r.out or Path("evals") / slug(f"{suite.name}-{split or 'all'}-n{n}-t{temperature}-s{seed}")
+    turns = cfg.eval.turns if r.turns is None else r.turns
+    if turns < 1:
+        raise EvalError(f"--turns {turns} < 1", "give the number of answers per sample, e.g. --turns 2")
+    if turns > 1 and r.samples is not None:
+        raise EvalError("--turns needs a model to answer the feedback, not a samples file", "drop --turns")
+    template = cfg.eval.feedback_template or DEFAULT_TEMPLATE
+    if turns > 1:
+        check_template(template)
     if r.stop_after_code and (r.samples is not None or backend != "hf"):
         raise EvalError("--stop-after-code needs generation with the hf backend",
                         "drop --stop-after-code, or use --backend hf")
@@ -126,8 +137,13 @@ def _plan(r: EvalRequest, note: Callable[[str], None]) -> _Plan:
         temperature=temperature, top_p=cfg.generation.top_p, top_k=cfg.generation.top_k,
         max_new_tokens=r.max_new_tokens or cfg.generation.max_new_tokens, seed=seed, backend=backend,
         batch_size=r.batch_size or cfg.generation.batch_size, style=model_prompt_style(backend, name),
-        extract=cfg.tasks.extract, system_prompt=cfg.tasks.system_prompt, stop_after_code=r.stop_after_code)
+        extract=cfg.tasks.extract, system_prompt=cfg.tasks.system_prompt, stop_after_code=r.stop_after_code,
+        turns=turns, feedback_template=template)
         for name in r.models or (cfg.model.name,)]
+    raw = [s.model for s in models if s.turns > 1 and s.style != "chat"]
+    if raw:
+        raise EvalError(f"--turns needs a chat model: {raw[0]} has no chat template",
+                        "evaluate an instruct model, or drop --turns")
     return _Plan(suite, ks, out, models, sandbox)
 
 
@@ -220,5 +236,16 @@ def print_results(result: EvalResult, console: Console | None = None) -> None:
         out.print(f"{len(missing)} of {in_suite} tasks have no samples and are not counted: "
                   f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''} (summary.json: missing_tasks)",
                   highlight=False, markup=False, soft_wrap=True)
+    for name, s in result.summaries.items():
+        if "turns" in s:
+            out.print(turn_line(name, s["turns"]), highlight=False, markup=False, soft_wrap=True)
     if result.models_dir is not None:
-        out.print(f"outputs: {result.models_dir}/<model>/summary.json, samples.jsonl, results.jsonl")
+        later = ", turns.jsonl, turn_results.jsonl" if any("turns" in s for s in result.summaries.values()) else ""
+        out.print(f"outputs: {result.models_dir}/<model>/summary.json, samples.jsonl, results.jsonl{later}")
+
+
+def turn_line(name: str, turns: dict[str, Any]) -> str:
+    """``model: pass@1 by turn 0.200 -> 0.300; 1.6 turns per sample; answers per turn 20, 12``."""
+    rates = " -> ".join(f"{r:.3f}" for r in turns["pass_at_1"])
+    ran = ", ".join(str(n) for n in turns["samples_per_turn"])
+    return f"{name}: pass@1 by turn {rates}; {turns['mean_turns']:.2f} turns per sample; answers per turn {ran}"

@@ -16,6 +16,7 @@ from grpo_code.evaluate.stats import summarize
 from grpo_code.generation.base import Sampling, seeded_chunks
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.extract import Extraction, build_program, whole_program
+from grpo_code.tasks.feedback import DEFAULT_TEMPLATE
 from grpo_code.tasks.prompts import render
 from grpo_code.tasks.samples import program_from_completion, read_samples_file
 from grpo_code.tasks.schema import Task
@@ -165,6 +166,9 @@ class EvalSettings:
     top_k: int = 50
     stop_after_code: bool = False
     """End each completion once its program is whole (``hf`` backend)."""
+    turns: int = 1
+    """Answers per sample with execution feedback between them (:mod:`.turns`)."""
+    feedback_template: str = DEFAULT_TEMPLATE
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -200,18 +204,36 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
     sampling = Sampling(n=settings.n, temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
                         max_new_tokens=settings.max_new_tokens, seed=settings.seed)
     hooks.start("generate", sum(len(c) for _, _, c in todo))
+    loaded: list[Any] = []
+
+    def generator() -> Any:
+        if not loaded:
+            loaded.append(generator_factory())
+        return loaded[0]
+
+    try:
+        summary = _generate_and_score(generator, settings, suite, ks, out_dir, sandbox, hooks, have, todo, sampling)
+    finally:
+        if loaded:
+            loaded[0].close()
+    write_json(out_dir / "summary.json", summary)
+    return summary
+
+
+def _generate_and_score(generator: Callable[[], Any], settings: EvalSettings, suite: Suite, ks: Sequence[int],
+                        out_dir: Path, sandbox: Any, hooks: Hooks, have: dict[tuple[str, int], dict],
+                        todo: list[tuple[int, int, list[Task]]], sampling: Sampling) -> dict[str, Any]:
     if todo:
-        generator = generator_factory()
-        appender = Appender(samples_path)
+        appender = Appender(out_dir / "samples.jsonl")
         try:
             for ci, seed, chunk in todo:
                 prompts = [render(t, settings.style, settings.system_prompt if settings.system_prompt is not None
                                   else suite.system_prompt, suite.prompt_template) for t in chunk]
                 if settings.stop_after_code:
-                    completions = generator.generate(prompts, sampling, seed=seed, done=lambda i, text, chunk=chunk:
-                                                     whole_program(chunk[i], text, settings.style, settings.extract))
+                    completions = generator().generate(prompts, sampling, seed=seed, done=lambda i, text, chunk=chunk:
+                                                       whole_program(chunk[i], text, settings.style, settings.extract))
                 else:
-                    completions = generator.generate(prompts, sampling, seed=seed)
+                    completions = generator().generate(prompts, sampling, seed=seed)
                 for task, outs in zip(chunk, completions, strict=True):
                     for j, text in enumerate(outs):
                         rec = {"task_id": task.id, "index": j, "completion": text, "chunk": ci}
@@ -220,13 +242,17 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
                 hooks.advance("generate", len(chunk))
         finally:
             appender.close()
-            generator.close()
     samples = [have[(t.id, j)] for t in suite.tasks for j in range(settings.n)]
     per_task = _execute(suite, samples, out_dir / "results.jsonl",
                         lambda task, text: build_program(task, text, settings.style, settings.extract), sandbox, hooks)
     counts, mix = _tally(per_task)
     summary = summarize(suite, counts, ks, mix, {"model": settings.model, "settings": asdict(settings)})
-    write_json(out_dir / "summary.json", summary)
+    if settings.turns > 1:
+        from grpo_code.evaluate.turns import run_turns
+
+        first_results = {(task_id, j): rec for task_id, recs in per_task.items() for j, rec in enumerate(recs)}
+        summary["turns"] = run_turns(settings, suite, out_dir, sandbox, hooks, have, first_results, generator,
+                                     _execute, EvalError)
     return summary
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from grpo_code.errors import SuiteError
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
+from grpo_code.tasks.examples import docstring_examples
 from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, io_test, read_records, wrong_adapter
 
 # read_records and wrong_adapter live in records.py (shared with contests.py); they stay
@@ -110,6 +111,9 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
         }
         if entry:
             task["entry_point"] = entry
+        examples = docstring_examples(prompt, entry) if language == "python" else []
+        if examples:
+            task["public_tests"] = examples
         if r.get("canonical_solution") is not None:
             task["reference"] = prompt + r["canonical_solution"]
         out.append(task)
@@ -158,6 +162,7 @@ def mbpp(records: list[Record], source: str = "mbpp") -> list[Record]:
             "language": "python",
             "mode": "instruct",
             "tests": [{"kind": "script", "code": prefix + t} for t in tests],
+            "public_tests": [{"kind": "script", "code": prefix + tests[0]}],  # the one the prompt shows
             "limits": {"timeout_s": 10},
             "metadata": {"source": source, "split": _mbpp_split(task_id)},
         }

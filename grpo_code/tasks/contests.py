@@ -249,6 +249,8 @@ def codecontests(records: list[Record], source: str = "codecontests",
             "tests": [io_test(a, b, float_tol, ignore_case) for group in pairs.values() for a, b in group],
             "metadata": {"source": "codecontests", "test_groups": {g: len(p) for g, p in pairs.items()}, **meta},
         }
+        if pairs.get("public"):  # the examples of the statement
+            task["public_tests"] = [io_test(a, b, float_tol, ignore_case) for a, b in pairs["public"]]
         if split or r.get("split"):
             task["metadata"]["split"] = split or r["split"]
         if needs_checker(text):
@@ -442,6 +444,11 @@ def apps(records: list[Record], source: str = "apps", split: str | None = None,
         task: Record = {"id": f"apps/{ident if ident is not None else i}", "prompt": fields.pop("prompt"),
                         "language": "python", "mode": "instruct", **fields}
         task["metadata"] = {"source": "apps", "split": split or r.get("split") or "test", **meta}
+        # APPS keeps no separate examples: a test whose input the statement quotes is one.
+        shown = [t for t in task["tests"] if t.get("kind") == "io" and t.get("stdin", "").strip()
+                 and t.get("checker") is None and t["stdin"].strip() in task["prompt"]]
+        if shown:
+            task["public_tests"] = shown[:2]
         if r.get("difficulty"):
             task["metadata"]["difficulty"] = r["difficulty"]
         out.append(task)

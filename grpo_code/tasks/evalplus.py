@@ -27,6 +27,7 @@ from typing import Any
 
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.executor.codec import suite_tree
+from grpo_code.tasks.examples import docstring_examples, prompt_assert
 from grpo_code.tasks.records import Record
 
 # MBPP+ tasks (by number) whose JSON inputs evalplus turns back into other types.
@@ -185,6 +186,9 @@ def evalplus(records: list[Record], source: str = "evalplus", tests: str = "all"
             "metadata": {"source": f"{dataset}+", "split": "test",
                          "test_groups": {k: len(v) for k, v in chosen.items()}},
         }
+        public = docstring_examples(r["prompt"], entry) if dataset == "humaneval" else prompt_assert(r["prompt"])
+        if public:
+            task["public_tests"] = public
         if checker:
             task["checkers"] = {checker: _CHECKERS[checker].replace("ATOL", repr(atol))}
         out.append(task)

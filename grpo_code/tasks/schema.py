@@ -17,7 +17,8 @@ from grpo_code.errors import SandboxError, SuiteError
 from grpo_code.sandbox.types import LANGUAGES, Job, Limits, LimitsError, TestCase, testcase_from_dict
 
 MODES = ("complete", "instruct")
-FIELDS = ("id", "prompt", "language", "tests", "mode", "entry_point", "reference", "checkers", "limits", "metadata")
+FIELDS = ("id", "prompt", "language", "tests", "public_tests", "mode", "entry_point", "reference", "checkers", "limits",
+          "metadata")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,15 @@ class Task:
     metadata: dict[str, Any] = field(default_factory=dict)
     checkers: dict[str, str] = field(default_factory=dict)
     """Checkers the tests name (docs/sandbox.md, Checkers): Python ``check(input, expected, output)``."""
+    public_tests: tuple[TestCase, ...] = ()
+    """Tests the model may see: multi-turn feedback runs them and quotes the first that fails
+    (docs/tasks.md, Public tests). They never count in a reward; ``tests`` do."""
+
+    @property
+    def hidden_tests(self) -> tuple[TestCase, ...]:
+        """The tests that never reach a prompt: ``tests`` but those also public."""
+        shown = {json.dumps(t.to_dict(), sort_keys=True) for t in self.public_tests}
+        return tuple(t for t in self.tests if json.dumps(t.to_dict(), sort_keys=True) not in shown)
 
     @property
     def split(self) -> str | None:
@@ -66,6 +76,8 @@ class Task:
             "mode": self.mode,
             "tests": [t.to_dict() for t in self.tests],
         }
+        if self.public_tests:
+            out["public_tests"] = [t.to_dict() for t in self.public_tests]
         if self.entry_point is not None:
             out["entry_point"] = self.entry_point
         if self.reference is not None:
@@ -119,13 +131,15 @@ def task_from_dict(
         raise bad("tests", "missing")
     if not isinstance(tests_raw, list) or not tests_raw:
         raise bad("tests", "must be a non-empty list of script/io/call tests")
-    tests = []
-    for i, raw in enumerate(tests_raw):
-        try:
-            tests.append(testcase_from_dict(raw, f"tests[{i}]"))
-        except SandboxError as exc:
-            raise SuiteError(f"{where}: {exc.what.removeprefix('bad job: ')}",
-                             "fix the test; test kinds are script, io and call (docs/sandbox.md)") from None
+    tests = _tests(tests_raw, "tests", where)
+    public_raw = data.get("public_tests") or []
+    if not isinstance(public_raw, list):
+        raise bad("public_tests", "must be a list of script/io/call tests")
+    public = _tests(public_raw, "public_tests", where)
+    for i, test in enumerate(public):
+        if not getattr(test, "has_expected", True) or getattr(test, "checker", None) is not None:
+            raise bad(f"public_tests[{i}]", "needs its expected value written out (no oracle, no checker): "
+                                            "the model is shown it")
     try:
         limits = Limits.from_dict(data.get("limits")).over(default_limits or Limits())
     except LimitsError as exc:
@@ -154,4 +168,16 @@ def task_from_dict(
         limits=limits,
         metadata=metadata,
         checkers=checkers,
+        public_tests=public,
     )
+
+
+def _tests(raw: list[Any], key: str, where: str) -> list[TestCase]:
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(testcase_from_dict(item, f"{key}[{i}]"))
+        except SandboxError as exc:
+            raise SuiteError(f"{where}: {exc.what.removeprefix('bad job: ')}",
+                             "fix the test; test kinds are script, io and call (docs/sandbox.md)") from None
+    return out
