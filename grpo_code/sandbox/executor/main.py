@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 
-from . import native, pyjob, verdict
+from . import native, pyjob, spawn, verdict
 from .pychild import PR_SET_DUMPABLE, prctl
 from .runners import RUNNERS
 from .zygote import Zygote
@@ -162,7 +162,11 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
             tests = native.run_with_runner(runner, job)
     finally:
         os.chdir("/")
-        UNCLEAN[:] = [path for path in [workdir, *scratch] if not _wipe(path)]
+        # POSIX message queues too, where this is a container's own /dev/mqueue (PID 1).
+        queues = ["/dev/mqueue"] if os.getpid() == 1 and os.path.isdir("/dev/mqueue") else []
+        UNCLEAN[:] = [path for path in [workdir, *scratch, *queues] if not _wipe(path)]
+        if spawn.LEFTOVER:
+            UNCLEAN.append(f"processes {', '.join(map(str, spawn.LEFTOVER[:5]))}")
         _clear_ipc()
     passed = sum(1 for t in tests if t["verdict"] == "pass")
     return {
@@ -253,7 +257,7 @@ def main(argv: list[str], entry: str) -> int:
         try:
             reply = {"id": mid, "result": run_job(msg["job"], workdir, scratch, zygote)}
             if UNCLEAN:  # the verdicts stand; the next job must not find what this one left
-                reply["retire"] = f"could not empty {', '.join(UNCLEAN)}"
+                reply["retire"] = f"could not clear {', '.join(UNCLEAN)}"
             send(reply)
         except verdict.HarnessFailure as exc:
             send({"id": mid, "error": f"harness failure: {exc}"})

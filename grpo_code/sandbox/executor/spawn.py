@@ -301,12 +301,20 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
     }
 
 
+LEFTOVER: list[int] = []
+"""Processes the last cleanup could not end (the executor then asks to be replaced)."""
+
+
 def kill_leftovers(pgid: int, spare: tuple[int, ...] = ()) -> None:
-    """Kill the test's process group and every other descendant, and reap them all."""
+    """Kill the test's process group and every other descendant, and reap them all. As PID
+    1 of a container, every process of the container but ``spare`` is a leftover: they are
+    all stopped first (a stopped process cannot fork), then killed (:func:`_stop_the_world`)."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+    if os.getpid() == 1:
+        LEFTOVER[:] = _stop_the_world(spare)
     for _ in range(1000):
         children = [p for p in _children() if p not in spare]
         for pid in children:
@@ -340,3 +348,60 @@ def _reap(pids: list[int]) -> int:
             continue
         n += bool(got)
     return n
+
+
+def _others(spare: tuple[int, ...]) -> list[int]:
+    """Every process of this pid namespace but this one and ``spare`` (PID 1 only: a
+    container's own processes; never called where the host's processes are visible)."""
+    me = os.getpid()
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if name.isdigit() and int(name) != me and int(name) not in spare:
+            out.append(int(name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Not gone and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _stop_the_world(spare: tuple[int, ...]) -> list[int]:
+    """Stop every other process of the container until a scan finds none not stopped (a
+    stopped process cannot fork, so however a program chains its processes this ends),
+    then kill and reap them all. Returns those still alive after that (none, normally)."""
+    stopped: set[int] = set()
+    for _ in range(1000):
+        fresh = [p for p in _others(spare) if p not in stopped]
+        if not fresh:
+            break
+        for pid in fresh:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass
+            stopped.add(pid)
+    for pid in _others(spare):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 2.0
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        left = [p for p in _others(spare) if _alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.002)
