@@ -39,6 +39,7 @@ __all__ = [
     "FilterConfig",
     "GenerationConfig",
     "ModelConfig",
+    "MultiTurnConfig",
     "OutputConfig",
     "RaySandboxConfig",
     "RewardModelConfig",
@@ -219,9 +220,22 @@ class FilterConfig:
 
 
 @dataclass
+class MultiTurnConfig:
+    """Rollouts with execution feedback (docs/training.md, Multi-turn rollouts)."""
+
+    turns: int = field(default=1, metadata=bounds(1, 10))
+    """Answers per rollout: after each, a failed public test goes back to the model (1: off)."""
+    feedback_template: str | None = None
+    """The feedback user turn, with {failure}, {language_name}, {fence}; null: the built-in one."""
+    turn_cost: float = field(default=0.0, metadata=bounds(0.0))
+    """Subtracted from a rollout's reward for each answer after the first."""
+
+
+@dataclass
 class TrainConfig:
     seed: int = 0
     filter: FilterConfig = field(default_factory=FilterConfig)
+    multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
     stop_after_code: bool = False
     """Stop a completion as soon as it holds a whole program (its code block closed, or prose
     followed the code): the prose a chat model writes after its code is neither generated

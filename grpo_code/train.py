@@ -18,6 +18,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -155,7 +156,6 @@ def prepare_run(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, P
 def prepare_run_once(cfg: RunConfig, resume: Path | None) -> tuple[RunConfig, Path, Path | None]:
     """:func:`prepare_run` on the main process only, when ``accelerate launch`` started several:
     the others take its run directory (a timestamped name must not differ between them) or its error."""
-    import os
 
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return prepare_run(cfg, resume)
@@ -286,11 +286,17 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
                 for t in train_tasks.tasks]
         dataset = Dataset.from_list(rows)
-        funcs = build_reward_funcs(cfg.rewards, sandbox, train_tasks, extract=cfg.tasks.extract, style=style)
+        multi = multi_turn(cfg, style, sandbox, train_tasks, log)
+        # A multi-turn rollout's reward is on the hidden tests (those no feedback can quote).
+        scored_tasks = train_tasks if multi is None else dataclasses.replace(
+            train_tasks, tasks=tuple(dataclasses.replace(t, tests=t.hidden_tests or t.tests) for t in train_tasks.tasks))
+        funcs = build_reward_funcs(cfg.rewards, sandbox, scored_tasks, extract=cfg.tasks.extract, style=style)
+        funcs[0].turn_cost = cfg.train.multi_turn.turn_cost
         trainer = GrpoCodeTrainer(
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
-            code_reward=funcs[0], style=style, overlap=cfg.rewards.overlap, prompt_filter=prompt_filter,
+            code_reward=funcs[0], style=style, overlap=cfg.rewards.overlap and multi is None,
+            prompt_filter=prompt_filter, rollout_func=multi,
             stop_after_code=cfg.train.stop_after_code, trim_padding=trim_padding,
             completions_path=run_dir / "completions.jsonl",
         )
@@ -310,6 +316,26 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     passes = step_series(metrics.path, "tests/pass_rate") or metrics.pass_rates
     first, last = quarters(rewards, passes)
     return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started)
+
+
+def multi_turn(cfg: RunConfig, style: str, sandbox: Any, tasks: Any, log: Callable[[str], None]) -> Any:
+    """The multi-turn rollout of ``train.multi_turn`` (``None``: single-turn), with what it turns off said."""
+    mt = cfg.train.multi_turn
+    if mt.turns <= 1:
+        return None
+    from grpo_code.tasks.feedback import DEFAULT_TEMPLATE, check_template
+    from grpo_code.training.multiturn import MultiTurnRollout
+
+    if style != "chat":
+        raise TrainError(f"train.multi_turn.turns={mt.turns} needs a chat model: {cfg.model.name} has no chat template",
+                         "train an instruct model, or set train.multi_turn.turns=1")
+    template = mt.feedback_template or DEFAULT_TEMPLATE
+    check_template(template)
+    if cfg.rewards.overlap:
+        log("note: multi-turn rollouts score the last answer once the rollout is over (rewards.overlap's early "
+            "scoring is off); each turn's checks still start as rows end")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's hook for this
+    return MultiTurnRollout({t.id: t for t in tasks.tasks}, sandbox, mt.turns, cfg.tasks.extract, template)
 
 
 def _steps(w: Window, end: str) -> str:

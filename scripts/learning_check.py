@@ -21,6 +21,10 @@ It passes when both hold:
     .venv/bin/python scripts/learning_check.py               # prints the curve and a verdict
     .venv/bin/python scripts/learning_check.py --json        # one JSON object on stdout
     .venv/bin/python scripts/learning_check.py --steps 42 train.trl.learning_rate=1e-5
+    .venv/bin/python scripts/learning_check.py --config configs/demo-multiturn.yaml --steps 8 --n 4
+
+A multi-turn config (``train.multi_turn.turns`` > 1) is evaluated with as many turns
+(``grpo-code eval --turns``), and the report adds pass@1 after each turn, before and after.
 
 ``--precision auto`` (the default) trains with bf16 autocast (``train.trl.bf16=true``, fp32
 weights) and evaluates in bf16 when the CPU multiplies bf16 natively (AVX512-BF16 or AMX,
@@ -189,6 +193,9 @@ def main() -> None:
     # Evals end a completion where training does: once its program is whole.
     stop = cfg.train.stop_after_code and cfg.generation.backend == "hf" and not args.whole_completions
     eval_stop = ["--stop-after-code"] if stop else []
+    # A multi-turn config is measured with as many turns as it trains (pass@1 after each).
+    turns = cfg.train.multi_turn.turns
+    eval_stop += ["--turns", str(turns)] if turns > 1 else []
 
     def evaluate(model: str, dest: Path) -> tuple[dict, float]:
         secs = run([*grpo, "eval", model, "--config", args.config, "--tasks", cfg.tasks.suite,
@@ -220,6 +227,10 @@ def main() -> None:
         "pass_at_1_before": before["pass_at_k"]["1"], "ci95_before": before["ci95"]["1"],
         "pass_at_1_after": after["pass_at_k"]["1"], "ci95_after": after["ci95"]["1"],
         "pass_at_1_gain": round(gain, 4),
+        "pass_at_1_by_turn_before": before.get("turns", {}).get("pass_at_1"),
+        "pass_at_1_by_turn_after": after.get("turns", {}).get("pass_at_1"),
+        "turns_mean_before": before.get("turns", {}).get("mean_turns"),
+        "turns_mean_after": after.get("turns", {}).get("mean_turns"),
         "n": args.n, "tasks": before["tasks"], "precision": "bf16" if bf16 else "fp32",
         "evals_stop_after_code": stop,
         "minutes": {"eval_before": round(before_s / 60, 1), "train": round(train_s / 60, 1),
@@ -241,6 +252,10 @@ def main() -> None:
               f"{quarters['tasks']['first']})")
         print(f"pass@1 on {before['tasks']} train tasks (n={args.n}): {report['pass_at_1_before']:.3f} -> "
               f"{report['pass_at_1_after']:.3f} ({gain:+.3f}, need +{args.min_gain:.2f})")
+        if turns > 1:
+            by_turn = [" -> ".join(f"{r:.3f}" for r in report[f"pass_at_1_by_turn_{when}"]) for when in ("before", "after")]
+            print(f"pass@1 by turn: before {by_turn[0]} (mean turns {report['turns_mean_before']}); "
+                  f"after {by_turn[1]} (mean turns {report['turns_mean_after']})")
         print(f"minutes: {report['minutes']}")
         print("PASSED" if report["passed"] else "FAILED")
     sys.exit(0 if report["passed"] else 1)

@@ -121,3 +121,87 @@ def test_eval_turns_feed_back_public_failures_count_by_turn_and_resume(tmp_path:
     assert sorted((r["task_id"], r["turn"]) for r in rows) == sorted(
         [("mt/a", 2)] * 2 + [("mt/b", 2)] * 2 + [("mt/b", 3)] * 2)
     assert all("Expected: 11" in r["feedback"] for r in rows)
+
+
+class FakeTrainer:
+    """What a rollout uses of the trainer, with scripted answers: task a is right once told,
+    task b never. Records the prompt ids of every turn."""
+
+    num_generations = 2
+
+    def __init__(self, tokenizer, task_ids: list[str]) -> None:
+        self.processing_class = tokenizer
+        self.batch_task_ids = task_ids
+        self.turn_prompts: list[list[list[int]]] = []
+        self.metrics: dict[str, float] = {}
+        self._rows = task_ids
+        self._on_end = None
+
+    def tokenize_prompts(self, prompts):  # noqa: ANN001, ANN201
+        return [self.processing_class.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
+                                                          return_dict=True)["input_ids"] for p in prompts]
+
+    def rows_of(self, task_ids, on_end=None):  # noqa: ANN001, ANN201
+        from contextlib import contextmanager
+
+        @contextmanager
+        def block():
+            self._rows, self._on_end = task_ids, on_end
+            yield
+
+        return block()
+
+    def generate_turn(self, prompt_ids, num_generations=1):  # noqa: ANN001, ANN201
+        self.turn_prompts.append(prompt_ids)
+        later = len(self.turn_prompts) > 1
+        out = []
+        for task_id in self._rows:
+            program = _task("a")["reference"] if later and task_id == "mt/a" else "def f(x):\n    return 0\n"
+            ids = self.processing_class(f"```python\n{program}```", add_special_tokens=False)["input_ids"]
+            out.append(ids + [self.processing_class.eos_token_id])
+        for i in range(0, len(out), 2):  # these rows end early: their checks start during the turn
+            if self._on_end is not None:
+                self._on_end(i, out[i])
+        return out, None
+
+    def log_metric(self, name: str, value: float) -> None:
+        self.metrics[name] = value
+
+
+def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(demo_model_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from grpo_code.tasks.prompts import render
+    from grpo_code.training.multiturn import MultiTurnRollout
+
+    tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
+    tasks = {t["id"]: task_from_dict(t, "t") for t in (_task("a"), _task("b"))}
+    rows = ["mt/a", "mt/a", "mt/b", "mt/b"]
+    prompts = [render(tasks[t], "chat").for_trl() for t in rows]
+    trainer = FakeTrainer(tokenizer, rows)
+    with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
+        submitted = []
+        submit = sandbox.submit
+        sandbox.submit = lambda job: submitted.append(job) or submit(job)  # type: ignore[method-assign]
+        rollout = MultiTurnRollout(tasks, sandbox, turns=3)
+        out = rollout(prompts, trainer)
+    assert len(submitted) == 4 + 4  # after turns 1 and 2; a check started early is not run again
+    assert out["turns"] == [2, 2, 3, 3]  # a: fixed at turn 2, then its public test passes
+    assert [len(t) for t in trainer.turn_prompts] == [4, 4, 2]
+    for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
+        assert len(ids) == len(mask) and mask[0] == 1 and mask[-1] == 1
+        fed = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m == 0])
+        own = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m == 1])
+        assert "Expected: 11" in fed and "Expected" not in own  # the feedback is masked, the answers are not
+        assert "```python" in own
+    # What the model was shown at each later turn: its prompt, its answers, the feedback.
+    shown = [tokenizer.decode(p) for turn in trainer.turn_prompts[1:] for p in turn]
+    assert all("f(9)" in text for text in shown)
+    assert not [v for v in HIDDEN for text in shown if str(v) in text.split("```python")[0]]
+    assert not [v for v in HIDDEN for c in rollout.conversations for m in c
+                if m["role"] == "user" and str(v) in m["content"]]
+    # A later turn continues the exact tokens of the earlier ones.
+    for i, r in enumerate([0, 1, 2, 3]):
+        assert trainer.turn_prompts[1][i][:len(trainer.turn_prompts[0][r])] == trainer.turn_prompts[0][r]
+    assert [a[-1]["content"].startswith("```python") for a in out["final_answer"]] == [True] * 4
+    assert trainer.metrics["multi_turn/second_turn_frac"] == 1.0 and trainer.metrics["multi_turn/turns_mean"] == 2.5

@@ -50,7 +50,9 @@ def test_report_of_runs_and_evals_writes_valid_pngs_embedded_in_one_html_page(tm
     report = build_report([RUN, RUN_FILTER, EVAL_TEST, EVAL_REF], out)
     expected = {"train_reward.png", "train_pass_rate.png", "train_verdicts.png", "train_length.png",
                 "train_timing.png", "train_filter.png", "eval_pass_at_k.png", "eval_tasks.png", "eval_verdicts.png"}
-    assert {f.file for f in report.figures} == expected and report.skipped == []
+    assert {f.file for f in report.figures} == expected
+    # Single-turn runs and evals: the multi-turn figures are notes, not plots.
+    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Multi-turn rollouts"), ("evals", "pass@1 by turn")]
     for name in expected:
         assert_png(out / name)
     page = report.html.read_text()
@@ -67,7 +69,7 @@ def test_report_of_runs_and_evals_writes_valid_pngs_embedded_in_one_html_page(tm
 
 def test_missing_metrics_skip_their_plot_with_a_note(tmp_path: Path) -> None:
     report = build_report([RUN], tmp_path / "r")
-    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Prompt-filter savings")]
+    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Prompt-filter savings"), ("runs", "Multi-turn rollouts")]
     assert "train.filter.enabled: false" in report.skipped[0][2]
     assert not (tmp_path / "r" / "train_filter.png").exists()
     assert "Prompt-filter savings: prompt filter off" in report.html.read_text()
@@ -81,8 +83,27 @@ def test_missing_metrics_skip_their_plot_with_a_note(tmp_path: Path) -> None:
         json.dumps({"step": r["step"], "reward": r["reward"]}) + "\n" for r in rows if "reward" in r))
     report = build_report([bare], tmp_path / "bare-report")
     assert [f.file for f in report.figures] == ["train_reward.png"]
-    assert len(report.skipped) == 5 and all(why for _, _, why in report.skipped)
+    assert len(report.skipped) == 6 and all(why for _, _, why in report.skipped)
     assert_png(tmp_path / "bare-report" / "train_reward.png")
+
+
+def test_multi_turn_runs_and_evals_get_their_per_turn_figures(tmp_path: Path) -> None:
+    run, ev = tmp_path / "run-mt", tmp_path / "eval-mt"
+    run.mkdir()
+    shutil.copy(RUN / "config.yaml", run)
+    rows = [json.loads(line) for line in (RUN / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(
+        {**r, "multi_turn/public_pass_turn1": 0.25, "multi_turn/second_turn_frac": 0.75}) + "\n" for r in rows))
+    shutil.copytree(EVAL_TEST, ev)
+    summary_path = next(ev.glob("*/summary.json"))
+    summary = json.loads(summary_path.read_text())
+    summary["turns"] = {"max": 2, "pass_at_1": [0.2, 0.3], "mean_turns": 1.6, "samples_per_turn": [10, 6],
+                        "verdicts": [{"fail": 8, "pass": 2}, {"fail": 5, "pass": 1}]}
+    summary_path.write_text(json.dumps(summary))
+    report = build_report([run, ev], tmp_path / "r")
+    assert {"train_turns.png", "eval_turns.png"} <= {f.file for f in report.figures}
+    assert_png(tmp_path / "r" / "train_turns.png")
+    assert_png(tmp_path / "r" / "eval_turns.png")
 
 
 def test_run_summary_numbers_match_the_metrics_file() -> None:

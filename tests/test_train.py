@@ -286,7 +286,7 @@ def test_row_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path)
 
     submitted, speculated = [], []
     fake = SimpleNamespace(end_token_ids=[tok.eos_token_id], processing_class=tok, style="chat",
-                           _batch_task_ids=[task.id] * len(rows), _kinds=TokenKinds(tok),
+                           _batch_task_ids=[task.id] * len(rows), _kinds=TokenKinds(tok), _row_end=None,
                            code_reward=SimpleNamespace(tasks={task.id: task}, scorer=SimpleNamespace(extract="last")),
                            _submit=lambda row, ids: submitted.append(row),
                            _speculate=lambda row, ids: speculated.append(row))
@@ -500,3 +500,44 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
     refused = runner.invoke(app, ["train", *tiny, "train.trl.learning_rate=1e-3", f"output.dir={run}",
                                   "--resume", str(run)])
     assert refused.exit_code == 2 and "train.trl.learning_rate" in refused.stderr
+
+
+@pytest.mark.docker
+def test_a_multi_turn_run_logs_conversations_and_resumes_bit_for_bit(
+        tiny_model_dir: Path, docker_ready: None, one_thread: None, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    tiny = [*TINY, f"model.name={tiny_model_dir}", "train.multi_turn.turns=2", "rewards.overlap=false"]
+    result = runner.invoke(app, ["train", *tiny, f"output.dir={run}"])
+    assert result.exit_code == 0, result.output
+    steps = [m for m in read_jsonl(run / "metrics.jsonl") if "reward" in m]
+    for key in ("multi_turn/second_turn_frac", "multi_turn/turns_mean", "multi_turn/rows_turn1", "timing/turn1_s",
+                "multi_turn/public_pass_turn1"):
+        assert all(key in m for m in steps), key
+    completions = read_jsonl(run / "completions.jsonl")
+    assert len(completions) == 16
+    assert all(c["conversation"][-1]["content"] == c["completion"] for c in completions)
+    assert all(len(c["conversation"]) == 2 * c["turns"] - 1 for c in completions)
+    # The taught wrong and broken replies fail their public test: they get a second turn.
+    assert any(c["turns"] == 2 for c in completions)
+    shutil.rmtree(run / "checkpoint-2")
+    shutil.rmtree(run / "final")
+    again = runner.invoke(app, ["train", "--resume", str(run)])
+    assert again.exit_code == 0, again.output
+    resumed = read_jsonl(run / "completions.jsonl")[16:]
+    assert [(c["task_id"], c["conversation"], c["reward"]) for c in resumed] == [
+        (c["task_id"], c["conversation"], c["reward"]) for c in completions[8:]]
+
+
+@pytest.mark.vllm
+@pytest.mark.gpu
+@pytest.mark.docker
+def test_a_multi_turn_step_generates_each_turn_with_vllm(docker_ready: None, tmp_path: Path) -> None:
+    """Each turn goes through TRL's vLLM generation (colocated), weights in sync."""
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "demo-multiturn", "generation.backend=vllm", "generation.vllm_mode=colocate",
+                                 "train.stop_after_code=false", "train.trl.max_steps=1", "train.trl.use_cpu=false",
+                                 "model.dtype=bfloat16", f"output.dir={run}"])
+    assert result.exit_code == 0, result.output
+    rows = read_jsonl(run / "completions.jsonl")
+    assert rows and all(len(r["conversation"]) == 2 * r["turns"] - 1 for r in rows)
+    assert [m for m in read_jsonl(run / "metrics.jsonl") if "multi_turn/turns_mean" in m]

@@ -91,8 +91,9 @@ def step(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
             seen["watcher"].append(watcher)
             return watcher
 
-        def after_generation(self, completion_ids: list[list[int]]) -> None:
+        def after_generation(self, completion_ids: list[list[int]], seconds: float) -> None:
             seen["completion_ids"].append(completion_ids)
+            super().after_generation(completion_ids, seconds)
 
         def after_rewards(self, inputs: list[dict[str, Any]], completions: list[Any], rewards: torch.Tensor,
                           waited_s: float) -> None:
@@ -189,3 +190,56 @@ def test_trim_padding_turns_itself_off_for_absolute_positions() -> None:
     llama = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                          num_attention_heads=2, num_key_value_heads=2))
     assert trim_padding_for(llama, True, notes.append) is True and len(notes) == 1
+
+
+def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_dir: Path,
+                                                                      tmp_path: Path) -> None:
+    """A rollout_func (how multi-turn rollouts reach TRL) generates through the seam
+    (tokenize_prompts, generate_turn) and returns env_mask: the loss's gradient on the
+    log-prob of every masked (feedback) token is zero, and not on the model's own."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    from grpo_code.training.trl_seam import SeamTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    feedback_ids = tokenizer("The test failed. Try again.", add_special_tokens=False)["input_ids"]
+    seen: dict[str, Any] = {}
+
+    def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
+        prompt_ids = trainer.tokenize_prompts(prompts)
+        first, _ = trainer.generate_turn(prompt_ids, trainer.num_generations)
+        second, _ = trainer.generate_turn([p + f + feedback_ids for p, f in zip(prompt_ids, first, strict=True)])
+        ids = [f + feedback_ids + s for f, s in zip(first, second, strict=True)]
+        mask = [[1] * len(f) + [0] * len(feedback_ids) + [1] * len(s) for f, s in zip(first, second, strict=True)]
+        seen["mask"] = mask
+        return {"prompt_ids": prompt_ids, "completion_ids": ids, "logprobs": None, "env_mask": mask}
+
+    class Probe(SeamTrainer):
+        def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+            logps, entropies, aux = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            if logps.requires_grad:
+                logps.retain_grad()
+                seen["logps"] = logps
+            return logps, entropies, aux
+
+    def alternating(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+        return [float(i % 2) for i in range(len(completions))]  # each group of 2: one good, one bad
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"Write function number {i}."}],
+                               "task_id": f"t{i}"} for i in range(4)])
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=8, max_steps=1, report_to="none", logging_steps=1, save_strategy="no",
+                      use_cpu=True, disable_tqdm=True, remove_unused_columns=False, temperature=1.0, seed=0, beta=0.0)
+    trainer = Probe(model=model, reward_funcs=[alternating], args=args, train_dataset=data,
+                    processing_class=tokenizer, rollout_func=rollout)
+    trainer.train()
+    grad = seen["logps"].grad
+    assert grad is not None
+    for row, mask in enumerate(seen["mask"]):
+        fed = [i for i, m in enumerate(mask) if m == 0]
+        assert fed and all(grad[row, i].item() == 0.0 for i in fed), row
+    own = [grad[row, i].item() for row, mask in enumerate(seen["mask"]) for i, m in enumerate(mask) if m == 1]
+    assert any(g != 0.0 for g in own), "the model's own tokens must carry the loss"

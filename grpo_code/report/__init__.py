@@ -61,9 +61,10 @@ def build_report(dirs: list[Path], out: Path | None = None) -> Report:
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out, [i for i in items if isinstance(i, RunData)], [i for i in items if isinstance(i, EvalData)])
 
-    from grpo_code.report import html, plots
+    from grpo_code.report import html, plots, turns
 
-    for section, inputs, specs in (("runs", report.runs, plots.RUN_PLOTS), ("evals", report.evals, plots.EVAL_PLOTS)):
+    for section, inputs, specs in (("runs", report.runs, plots.RUN_PLOTS + turns.RUN_PLOTS),
+                                   ("evals", report.evals, plots.EVAL_PLOTS + turns.EVAL_PLOTS)):
         if not inputs:
             continue
         for file, title, draw in specs:

@@ -65,6 +65,8 @@ class CodeReward:
         self.stop_token_ids = set(stop_token_ids)
         """Token ids that end a completion (EOS); one whose ids end otherwise was cut at the
         length limit. Empty: no completion counts as cut. The trainer fills it in."""
+        self.turn_cost = 0.0
+        """Subtracted per answer after the first of a multi-turn rollout (``train.multi_turn.turn_cost``)."""
 
     def truncated(self, completion_ids: Sequence[int] | None) -> bool:
         """Whether a completion's token ids stop without an end token (cut at the length limit)."""
@@ -87,6 +89,8 @@ class CodeReward:
                               "each prompt row must carry the id of its task")
         tasks = [self._task(t) for t in ids]
         style = self.style or ("chat" if completions and not isinstance(completions[0], str) else "raw")
+        if kwargs.get("final_answer") is not None:  # a multi-turn rollout: its last answer is scored
+            completions = list(kwargs["final_answer"])
         cut = [self.truncated(ids) for ids in completion_ids] if completion_ids is not None else [False] * len(tasks)
         handles = [self.scorer.claim(t, c, style, tr) for t, c, tr in zip(tasks, completions, cut)]
         model_scores = None
@@ -108,6 +112,9 @@ class CodeReward:
             metrics["model/failed"] = (len(raw) - len(present)) / max(1, len(raw))
         _log(kwargs, metrics, scored, tests)
         check_masked(tests, self.config.tests.max_masked_frac, masked_errors(scored))
+        turns = kwargs.get("turns")
+        if turns is not None and self.turn_cost:
+            rewards = [None if r is None else r - self.turn_cost * (int(t) - 1) for r, t in zip(rewards, turns, strict=True)]
         return rewards
 
     def score_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,8 @@ class GrpoCodeTrainer(SeamTrainer):
         self.completions_path = completions_path
         self._batch_task_ids: list[str] = []
         self._watcher: RowWatcher | None = None
+        self._row_end: Any = None
+        self._generate_s = 0.0
         self._speculation_seen = (0, 0)
         self._kinds = TokenKinds(self.processing_class)
 
@@ -68,11 +72,30 @@ class GrpoCodeTrainer(SeamTrainer):
 
     # ----------------------------------------------------------------- generation
 
+    @property
+    def batch_task_ids(self) -> list[str]:
+        """The task ids of the batch's rows (this process's share), in order."""
+        return list(self._batch_task_ids)
+
+    @contextmanager
+    def rows_of(self, task_ids: list[str], on_end: Any = None) -> Iterator[None]:
+        """Generate for these rows (a multi-turn rollout's turn): the stopping criterion maps
+        rows to these tasks for the block, and calls ``on_end(row, ids)`` as each row ends
+        (transformers generation), so its check can start while the others generate."""
+        batch, self._batch_task_ids = self._batch_task_ids, list(task_ids)
+        self._row_end = on_end
+        try:
+            yield
+        finally:
+            self._batch_task_ids, self._row_end = batch, None
+
     def before_batch(self, inputs: list[dict[str, Any]]) -> None:
         self._batch_task_ids = [x["task_id"] for x in inputs]
         self._stopped_rows = self._generated_rows = self._early_rows = 0
+        self._generate_s = 0.0
 
     def after_batch(self) -> None:
+        self.log_metric("timing/generate_s", self._generate_s)
         if self.overlap:
             self.log_metric("sandbox/early_jobs", self._early_rows)
         if self.stop_after_code and self._generated_rows:
@@ -85,16 +108,17 @@ class GrpoCodeTrainer(SeamTrainer):
 
     def generation_watcher(self, rows: int) -> RowWatcher | None:
         self._watcher = None
-        if len(self._batch_task_ids) != rows or not (self.overlap or self.stop_after_code):
+        ended = self._row_end if self._row_end is not None else (self._submit if self.overlap else None)
+        if len(self._batch_task_ids) != rows or not (ended or self.stop_after_code):
             return None
         self._watcher = RowWatcher(
             self._kinds, rows, eos=frozenset(self.end_token_ids),
             is_whole=self._whole_program if self.stop_after_code else None,
-            on_end=self._submit if self.overlap else None,
-            on_fence=self._speculate if self.overlap else None)
+            on_end=ended, on_fence=self._speculate if self.overlap else None)
         return self._watcher
 
-    def after_generation(self, completion_ids: list[list[int]]) -> None:
+    def after_generation(self, completion_ids: list[list[int]], seconds: float) -> None:
+        self._generate_s += seconds  # a multi-turn rollout generates several times a batch
         watcher, self._watcher = self._watcher, None
         self._generated_rows += len(completion_ids)
         self._stopped_rows += len(watcher.stopped) if watcher is not None else 0
@@ -144,8 +168,9 @@ class GrpoCodeTrainer(SeamTrainer):
         if self.mode != "train" or not (logging or self.prompt_filter is not None):
             return
         values = row_totals(rewards)  # every process's rows, in process order
-        local = [_completion_record(x["task_id"], c, s) if logging else {"task_id": x["task_id"]}
-                 for x, c, s in zip(inputs, completions, scored, strict=True)]
+        talks = getattr(self.rollout_func, "conversations", None) or [None] * len(inputs)
+        local = [_completion_record(x["task_id"], c, s, talk) if logging else {"task_id": x["task_id"]}
+                 for x, c, s, talk in zip(inputs, completions, scored, talks, strict=True)]
         rows = gather_object(local) if self.accelerator.num_processes > 1 else local
         if len(rows) != len(values):
             raise RuntimeError(f"{len(rows)} gathered rows for {len(values)} rewards")
@@ -176,14 +201,18 @@ def row_totals(rewards: torch.Tensor) -> list[float | None]:
     return [None if nan else total for total, nan in zip(totals, masked, strict=True)]
 
 
-def _completion_record(task_id: str, completion: Any, s: Any) -> dict[str, Any]:
-    """One line of ``completions.jsonl`` (without step and reward): what was written, the
-    program that ran and its verdicts."""
+def _completion_record(task_id: str, completion: Any, s: Any,
+                       conversation: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """One line of ``completions.jsonl`` (without step and reward): what was written (a
+    multi-turn rollout: its last answer, and the whole ``conversation``), the program that
+    ran and its verdicts."""
     text = completion if isinstance(completion, str) else completion[-1]["content"]
     result, program = s.result, s.program
+    extra = {} if conversation is None else {"conversation": conversation, "turns": (len(conversation) + 1) // 2}
     return {
         "task_id": task_id,
-        "completion": text,
+        "completion": text if conversation is None else conversation[-1]["content"],
+        **extra,
         "program": program,
         "status": result.status.value if result else (
             "unfinished" if s.source == "unfinished" else "no_code" if program is None else None),

@@ -25,6 +25,12 @@ release that changes one fails that named test instead of a training run.
 5. ``_get_per_token_logps_and_entropies``: the update's forward pass in groups of rows
    of like length (``train.trim_padding``, :mod:`.packing`).
 
+Multi-turn rollouts (:mod:`.multiturn`) go through TRL's ``rollout_func`` and reach two
+more internals, through :meth:`SeamTrainer.tokenize_prompts` (``_tokenize_prompts``) and
+:meth:`SeamTrainer.generate_turn` (``_generate_single_turn``, so each turn is generated
+the way a single-turn rollout is); the ``env_mask`` they return keeps feedback tokens out
+of the loss.
+
 And one attribute: TRL's per-step metric buffer ``_metrics`` (averaged and logged each
 step), written through :meth:`SeamTrainer.log_metric`.
 
@@ -82,8 +88,10 @@ class SeamTrainer(GRPOTrainer):
         wide); its ``stopped`` dict (row -> length), if any, cuts rows it ended."""
         return None
 
-    def after_generation(self, completion_ids: list[list[int]]) -> None:
-        """The completions of a ``generate`` call, cut where the watcher stopped them."""
+    def after_generation(self, completion_ids: list[list[int]], seconds: float) -> None:
+        """The completions of a ``generate`` call, cut where the watcher stopped them, and
+        how long the call took."""
+        self.log_metric("timing/generate_s", seconds)
 
     def after_rewards(self, inputs: list[dict[str, Any]], completions: list[Any], rewards: torch.Tensor,
                       waited_s: float) -> None:
@@ -104,6 +112,16 @@ class SeamTrainer(GRPOTrainer):
     @property
     def end_token_ids(self) -> list[int]:
         return list(self.eos_token_ids)
+
+    def tokenize_prompts(self, prompts: list[Any]) -> list[list[int]]:
+        """Prompt token ids as TRL makes them (the chat template applied to conversations);
+        for a ``rollout_func``, which gets the prompts untokenized."""
+        return [list(ids) for ids in self._tokenize_prompts(prompts)[0]]
+
+    def generate_turn(self, prompt_ids: list[list[int]], num_generations: int = 1) -> tuple[list, list | None]:
+        """One answer per row of ``prompt_ids`` through TRL's generation (transformers or
+        vLLM, weights in sync), with our stopping criterion: (completion ids, logprobs or None)."""
+        return self._generate_single_turn(prompt_ids, None, {}, num_generations)
 
     @property
     def transformers_generation(self) -> bool:
@@ -138,8 +156,7 @@ class SeamTrainer(GRPOTrainer):
             completion_ids = [ids[:stopped.get(row, len(ids))] for row, ids in enumerate(completion_ids)]
             if logprobs is not None:
                 logprobs = [lp[:stopped.get(row, len(lp))] for row, lp in enumerate(logprobs)]
-        self.log_metric("timing/generate_s", time.perf_counter() - started)
-        self.after_generation(completion_ids)
+        self.after_generation(completion_ids, time.perf_counter() - started)
         return completion_ids, logprobs
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
