@@ -34,10 +34,7 @@ Key = tuple[str, int]
 
 def conversation(base: Prompt, answers: list[str], notes: list[str]) -> Prompt:
     """The chat so far: the task's prompt, then each answer and the feedback on it."""
-    messages = list(base.messages)
-    for answer, note in zip(answers, notes, strict=True):
-        messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": note}]
-    return Prompt("chat", messages=tuple(messages))
+    return Prompt("chat", messages=(*base.messages, *feedback.turns(answers, notes)))
 
 
 def run_turns(settings: Any, suite: Suite, out_dir: Path, sandbox: Any, hooks: Any, first: dict[Key, dict],

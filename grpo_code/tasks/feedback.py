@@ -103,12 +103,30 @@ def hidden_compile_error(result: Result | None) -> str | None:
     return result.tests[0].why or "(no message)"
 
 
+def _names(task: Any) -> dict[str, str]:
+    return {"language_name": LANGUAGE_NAMES.get(task.language, task.language),
+            "fence": FENCES.get(task.language, task.language)}
+
+
+def no_code(task: Any) -> str:
+    """What to tell an answer that has no code block."""
+    return NO_CODE.format(**_names(task))
+
+
 def feedback(task: Any, failure: str | None, template: str = DEFAULT_TEMPLATE) -> str:
     """The user message for another turn: ``failure`` (``None``: no code block) in ``template``."""
-    names = {"language_name": LANGUAGE_NAMES.get(task.language, task.language),
-             "fence": FENCES.get(task.language, task.language)}
-    text = failure if failure is not None else NO_CODE.format(**names)
-    return template.format(failure=text, **names)
+    return template.format(failure=failure if failure is not None else no_code(task), **_names(task))
+
+
+def turns(answers: list[str], notes: list[str]) -> list[dict[str, str]]:
+    """The chat after the task's prompt: each answer, then the feedback on it (the last
+    answer may have none yet)."""
+    out = []
+    for i, answer in enumerate(answers):
+        out.append({"role": "assistant", "content": answer})
+        if i < len(notes):
+            out.append({"role": "user", "content": notes[i]})
+    return out
 
 
 def check_template(template: str) -> None:

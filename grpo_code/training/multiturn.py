@@ -105,7 +105,7 @@ class MultiTurnRollout:
             trainer.log_metric(f"multi_turn/public_pass_turn{turn}", share)
         trainer.log_metric("multi_turn/second_turn_frac", (ran[1] if len(ran) > 1 else 0) / max(1, total))
         trainer.log_metric("multi_turn/turns_mean", sum(len(r.answers) for r in rows) / max(1, total))
-        self.conversations = [_conversation(row) for row in rows]
+        self.conversations = [feedback.turns(row.answers, row.notes) for row in rows]
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": [row.ids for row in rows],
@@ -134,7 +134,7 @@ class MultiTurnRollout:
         for r in active:
             _, future, public = self._early[r]
             if future is None:
-                out[r] = feedback.NO_CODE.format(fence=feedback.FENCES.get(rows[r].task.language, "python"))
+                out[r] = feedback.no_code(rows[r].task)
                 continue
             result = future.result()
             if result.status is Status.INFRA_ERROR:
@@ -150,9 +150,7 @@ class MultiTurnRollout:
         """The tokens between a row's last answer and its next: what the chat template puts
         after an assistant turn, the user's feedback turn, and the start of the next answer.
         The answer's own end token, if the model wrote it, is not repeated."""
-        history = list(row.messages)
-        for answer, earlier in zip(row.answers[:-1], row.notes, strict=True):
-            history += [{"role": "assistant", "content": answer}, {"role": "user", "content": earlier}]
+        history = [*row.messages, *feedback.turns(row.answers[:-1], row.notes)]
         # The template's text around an answer, found with a marker in its place (the sampled
         # answer itself may be empty, or repeat text the template holds).
         last = {"role": "assistant", "content": ANSWER_MARK}
@@ -169,11 +167,3 @@ class MultiTurnRollout:
         row.notes.append(note)
         return tokenizer(tail, add_special_tokens=False)["input_ids"]
 
-
-def _conversation(row: Row) -> list[dict[str, str]]:
-    out = []
-    for i, answer in enumerate(row.answers):
-        out.append({"role": "assistant", "content": answer})
-        if i < len(row.notes):
-            out.append({"role": "user", "content": row.notes[i]})
-    return out

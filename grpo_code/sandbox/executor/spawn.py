@@ -315,6 +315,12 @@ def kill_leftovers(pgid: int, spare: tuple[int, ...] = ()) -> None:
         pass
     if os.getpid() == 1:
         LEFTOVER[:] = _stop_the_world(spare)
+    kill_children(spare)
+
+
+def kill_children(spare: tuple[int, ...] = ()) -> None:
+    """Kill and reap every child of this process but ``spare``; new ones may appear while
+    the old die: repeat until none is left."""
     for _ in range(1000):
         children = [p for p in _children() if p not in spare]
         for pid in children:
@@ -389,18 +395,15 @@ def _stop_the_world(spare: tuple[int, ...]) -> list[int]:
             except OSError:
                 pass
             stopped.add(pid)
-    for pid in _others(spare):
+    killed = _others(spare)
+    for pid in killed:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
     deadline = time.monotonic() + 2.0
     while True:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            pass
+        _reap(killed)  # our children among them; the zygote reaps its own (and nothing spared is reaped here)
         left = [p for p in _others(spare) if _alive(p)]
         if not left or time.monotonic() > deadline:
             return left

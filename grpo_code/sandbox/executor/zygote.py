@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 
-from . import protocol
+from . import protocol, spawn
 
 _ZYGOTE_ARG = "--zygote"
 
@@ -185,40 +185,11 @@ def zygote_main() -> int:
                 sock.sendall(b'{"error": "fork failed"}\n')
             if pid > 0:
                 _, status, rusage = os.wait4(pid, 0)
-                _kill_strays()
+                # Any other child is a process the program made the zygote's (``clone`` with
+                # ``CLONE_PARENT``, where the seccomp filter is missing): it must not outlive the test.
+                spawn.kill_children()
                 ended = {"exit": pid, "status": status, "cpu_s": rusage.ru_utime + rusage.ru_stime}
                 sock.sendall((json.dumps(ended) + "\n").encode())
         except OSError:
             return 0
 
-
-def _kill_strays() -> None:
-    """Kill and reap every child of the zygote: once the program's process has ended, any
-    other is a process it made the zygote's child (``clone`` with ``CLONE_PARENT``, where
-    the seccomp filter is missing), which would outlive the test and could reach the next
-    one's processes. New ones may appear while the old die: repeat until none is left."""
-    me = os.getpid()
-    for _ in range(1000):
-        try:
-            with open(f"/proc/{me}/task/{me}/children") as f:
-                strays = [int(p) for p in f.read().split()]
-        except OSError:
-            strays = []
-        for pid in strays:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        reaped = 0
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            reaped += 1
-        if not strays and not reaped:
-            return
-        if strays and not reaped:
-            time.sleep(0.001)
