@@ -101,8 +101,8 @@ def test_a_process_that_never_started_the_program_is_the_harness_failure():
 
 def test_native_reports_need_the_nonce():
     test = {"kind": "script", "code": ""}
-    good = Outcome(test, status=exited(0), nonce="abc", report=b'{"nonce": "abc", "event": "completed"}\n')
-    forged = Outcome(test, status=exited(0), nonce="abc", report=b'{"nonce": "xyz", "event": "completed"}\n')
+    good = Outcome(test, status=exited(0), nonce="abc", report=b'{"nonce":"abc", "event": "completed"}\n')
+    forged = Outcome(test, status=exited(0), nonce="abc", report=b'{"nonce":"xyz", "event": "completed"}\n')
     assert decide(good)[0] == "pass"
     assert decide(forged) == ("fail", "forged report on the harness channel")
 

@@ -262,6 +262,11 @@ class Job:
     record: bool = False
     """Run the program as a reference: tests need no expected values, and each passing
     test's result carries the answer (``value`` or ``stdout``). How oracles are computed."""
+    helpers: str | None = None
+    """Python: trusted task code (the definitions a prompt gives, such as HumanEval's
+    ``encode_cyclic`` or ``poly``) that the judge runs before each script test, after the
+    program's names are bound, so a test calls the task's version of a name, never one the
+    program redefined. The entry point stays the program's."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tests", tuple(self.tests))
@@ -284,6 +289,8 @@ class Job:
         _want(len(self.tests) > 0, "tests", "is empty (a job needs at least one test)")
         _want(self.entry_point is None or (isinstance(self.entry_point, str) and self.entry_point.isidentifier()),
               "entry_point", "must be a name")
+        _want(self.helpers is None or (isinstance(self.helpers, str) and self.language == "python"), "helpers",
+              "must be Python source, for a Python job")
         if not RUNNERS[self.language].call_tests:
             for i, test in enumerate(self.tests):
                 _want(
@@ -307,6 +314,8 @@ class Job:
             out["checkers"] = dict(self.checkers)
         if self.record:
             out["record"] = True
+        if self.helpers:
+            out["helpers"] = self.helpers
         return out
 
     def to_json(self) -> str:
@@ -319,7 +328,8 @@ class Job:
     @classmethod
     def from_dict(cls, data: Any) -> Job:
         _want(isinstance(data, dict), "job", "must be a JSON object")
-        extra = sorted(set(data) - {"language", "program", "tests", "limits", "entry_point", "checkers", "record"})
+        extra = sorted(set(data) - {"language", "program", "tests", "limits", "entry_point", "checkers", "record",
+                                    "helpers"})
         _want(not extra, "job", f"has unknown keys {extra}")
         _want(isinstance(data.get("program"), str), "program", "must be a string")
         tests = data.get("tests")
@@ -336,6 +346,7 @@ class Job:
             entry_point=data.get("entry_point"),
             checkers=data.get("checkers") or {},
             record=data.get("record", False) is True,
+            helpers=data.get("helpers") or None,
         )
 
     @classmethod

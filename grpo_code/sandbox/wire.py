@@ -12,6 +12,7 @@ import json
 import math
 from typing import Any
 
+from grpo_code.sandbox.executor.budget import cpu_budget_s
 from grpo_code.sandbox.executor.runners import RUNNERS
 from grpo_code.sandbox.types import Job
 
@@ -78,7 +79,9 @@ def job_deadline_s(wire: dict[str, Any]) -> float:
     """How long the host waits for a job before it declares the sandbox hung."""
     # Time limits are on CPU time; the wall clock of a test on a loaded machine can be a
     # few times its limit (the executor's own backstop is 10x), so allow 4x here.
-    per_test = 4 * float(wire["limits"]["timeout_s"]) + 1.0
+    # Judging what a test returned has a CPU budget of its own (executor/budget.py).
+    timeout_s = float(wire["limits"]["timeout_s"])
+    per_test = 4 * (timeout_s + cpu_budget_s(timeout_s)) + 1.0
     deadline = 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)
     if "compile_timeout_s" in wire["limits"]:
         # at most one build per test kind (C++: the program alone for io, with the tests for script)

@@ -18,7 +18,7 @@ from grpo_code.sandbox.types import LANGUAGES, Job, Limits, LimitsError, TestCas
 
 MODES = ("complete", "instruct")
 FIELDS = ("id", "prompt", "language", "tests", "public_tests", "mode", "entry_point", "reference", "checkers", "limits",
-          "metadata")
+          "metadata", "helpers")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,10 @@ class Task:
     public_tests: tuple[TestCase, ...] = ()
     """Tests the model may see: multi-turn feedback runs them and quotes the first that fails
     (docs/tasks.md, Public tests). They never count in a reward; ``tests`` do."""
+    helpers: str | None = None
+    """Python source of names the prompt defines and the tests call (HumanEval's
+    ``encode_cyclic``, ``poly``): the judge runs it before each script test, so the tests use
+    the task's definitions, never the program's (docs/tasks.md, Helpers)."""
 
     @property
     def hidden_tests(self) -> tuple[TestCase, ...]:
@@ -66,7 +70,8 @@ class Task:
                              "resolve the suite first (grpo_code.tasks.oracle.resolve)")
         return Job(program=program, tests=self.tests, language=self.language, limits=self.limits,
                    entry_point=self.entry_point if self.language == "python" else None,
-                   checkers=self.checkers, record=record)
+                   checkers=self.checkers, record=record,
+                   helpers=self.helpers if self.language == "python" else None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -87,6 +92,8 @@ class Task:
             out["limits"] = limits
         if self.checkers:
             out["checkers"] = self.checkers
+        if self.helpers:
+            out["helpers"] = self.helpers
         if self.metadata:
             out["metadata"] = self.metadata
         return out
@@ -123,9 +130,11 @@ def task_from_dict(
     mode = data.get("mode", default_mode)
     if mode not in MODES:
         raise bad("mode", f"{mode!r} is invalid (expected complete or instruct)")
-    for key in ("entry_point", "reference"):
+    for key in ("entry_point", "reference", "helpers"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise bad(key, "must be a string")
+    if data.get("helpers") and language != "python":
+        raise bad("helpers", "are Python source the judge runs; only Python tasks have them")
     tests_raw = data.get("tests")
     if tests_raw is None:
         raise bad("tests", "missing")
@@ -169,6 +178,7 @@ def task_from_dict(
         metadata=metadata,
         checkers=checkers,
         public_tests=public,
+        helpers=data.get("helpers") or None,
     )
 
 

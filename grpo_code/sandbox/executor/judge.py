@@ -61,6 +61,7 @@ class ProgramException(Exception):
 
 
 _RAISED_TYPES: dict = {}
+_MISSING = object()
 
 
 def _program_exception(info) -> BaseException:
@@ -284,11 +285,46 @@ def _namespace(link: Link, manifest, entry_point=None) -> dict:
     return ns
 
 
+TEST_NAME, CHECKER_NAME, HELPERS_NAME = "<test>", "<checker>", "<helpers>"
+"""The names the judge compiles suite code under: no file can be named so for
+:mod:`linecache` (a name in angle brackets is never looked up on disk), so nothing the
+program writes in its work directory is read while a report is built."""
+_SOURCES: dict = {}
+"""Source lines of the suite code compiled here, by name, for tracebacks."""
+
+
+def _frame_lines(tb) -> list[str]:
+    """The suite code's frames of a traceback, formatted from the source the judge holds
+    (never from a file: the program writes the work directory)."""
+    out = []
+    for frame, lineno in traceback.walk_tb(tb):
+        name = frame.f_code.co_filename
+        if name not in _SOURCES:
+            continue
+        out.append(f'  File "{name}", line {lineno}, in {frame.f_code.co_name}\n')
+        lines = _SOURCES[name]
+        if lineno is not None and 0 < lineno <= len(lines):
+            out.append(f"    {lines[lineno - 1].strip()[:300]}\n")
+    return out
+
+
+def _exception_line(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except BaseException:
+        text = "<the message could not be shown>"
+    name = _type(exc).__name__
+    return f"{name}: {text}\n" if text else f"{name}\n"
+
+
 def _test_tail(exc: BaseException, limit: int = 2000) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "test.py"]
-    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
-    lines += traceback.format_exception_only(_type(exc), exc)
-    return "".join(lines)[-limit:]
+    """The failing test's traceback, or a plain line when even that cannot be built (a
+    program's object whose ``str`` raises, no memory left): building a report never fails."""
+    try:
+        lines = ["Traceback (most recent call last):\n", *_frame_lines(exc.__traceback__), _exception_line(exc)]
+        return "".join(lines)[-limit:]
+    except BaseException:
+        return "the test failed (its traceback could not be built)"
 
 
 def judge_loop(ctrl_fd: int) -> None:
@@ -301,6 +337,8 @@ def judge_loop(ctrl_fd: int) -> None:
     code = EXIT_HARNESS
     try:
         os.setpgid(0, 0)
+        # Out of the program's reach: nothing the judge does reads the work directory.
+        os.chdir("/")
         os.dup2(os.open(os.devnull, os.O_RDWR), 0)
         os.closerange(3, ctrl_fd)
         os.closerange(ctrl_fd + 1, 4096)
@@ -327,7 +365,8 @@ def _compiled(source: str, compiled: dict, name: str):
         try:
             compiled[key] = compile(source, name, "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            compiled[key] = f"the {name[:-3]} code does not compile: {type(exc).__name__}: {exc}"
+            compiled[key] = f"the {name.strip('<>')} code does not compile: {type(exc).__name__}: {exc}"
+    _SOURCES[name] = source.splitlines()
     return compiled[key]
 
 
@@ -341,7 +380,7 @@ def _check_one(request: dict, fds: list[int], compiled: dict) -> dict:
     try:
         with os.fdopen(fd, "rb") as f:
             values = marshal.loads(f.read())
-        code = _compiled(request["code"], compiled, "checker.py")
+        code = _compiled(request["code"], compiled, CHECKER_NAME)
         if _type(code) is str:
             return {"ok": False, "message": f"checker: {code}"}
         mem = max(int(request["memory_mb"]), 1024) * MIB
@@ -352,7 +391,13 @@ def _check_one(request: dict, fds: list[int], compiled: dict) -> dict:
             check = ns.get("check")
             if not callable(check):
                 return {"ok": False, "message": "checker: the code defines no check(input, expected, output)"}
-            answer = check(*(codec.from_tree(values[k]) for k in ("input", "expected", "output")))
+            given = (codec.from_tree(values["input"], plain_objects=True),
+                     codec.from_tree(values["expected"], plain_objects=True))
+            try:
+                output = codec.from_tree(values["output"], plain_objects=values["plain"] is True)
+            except (codec.CodecError, RecursionError) as exc:
+                return {"ok": False, "message": f"the returned value does not decode: {exc}"}
+            answer = check(given[0], given[1], output)
         finally:
             resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     except AssertionError as exc:
@@ -371,14 +416,17 @@ def _serve_one(request: dict, fds: list[int], compiled: dict) -> dict:
     if request.get("kind") == "checker":
         return _check_one(request, fds, compiled)
     chan, out_w, err_w = fds
-    code = _compiled(request["code"], compiled, "test.py")
+    code = _compiled(request["code"], compiled, TEST_NAME)
     before = resource.getrusage(resource.RUSAGE_SELF)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     mem = int(request["memory_mb"]) * MIB
     resource.setrlimit(resource.RLIMIT_AS, (mem, resource.RLIM_INFINITY))
     try:
-        result = judge(code, Link(chan, int(request["max_bytes"])), request.get("entry_point"))
+        result = judge(code, Link(chan, int(request["max_bytes"])), request.get("entry_point"),
+                       request.get("helpers"), compiled)
+    except MemoryError:  # the test filled the address space, and the report needed a little more
+        result = {"event": "memory", "message": "the judge ran out of memory (a value from the program too large?)"}
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         for stream in (sys.stdout, sys.stderr):
@@ -396,8 +444,11 @@ def _serve_one(request: dict, fds: list[int], compiled: dict) -> dict:
     return result
 
 
-def judge(test_code, link: Link, entry_point=None) -> dict:
-    """Run the test code against the program behind ``link``; the report as a dict."""
+def judge(test_code, link: Link, entry_point=None, helpers=None, compiled=None) -> dict:
+    """Run the test code against the program behind ``link``; the report as a dict.
+    ``helpers``: the task's own definitions of names its prompt gives (docs/sandbox.md,
+    Jobs), run after the program's names are bound, so the test calls the task's
+    ``encode_cyclic`` or ``poly``, never the program's version of it."""
     try:
         first = link.receive()
         if _type(first) is not dict or "ready" not in first:
@@ -413,8 +464,16 @@ def judge(test_code, link: Link, entry_point=None) -> dict:
         return {"event": "protocol", "message": f"malformed names from the program ({_type(exc).__name__})"}
     if _type(test_code) is str:
         return {"event": "error", "message": test_code}
+    helpers_code = _compiled(helpers, {} if compiled is None else compiled, HELPERS_NAME) if helpers else None
+    if _type(helpers_code) is str:
+        return {"event": "error", "message": helpers_code}
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     try:
+        if helpers_code is not None:
+            entry = ns.get(entry_point, _MISSING)
+            exec(helpers_code, ns)
+            if entry is not _MISSING:  # the function under test stays the program's
+                ns[entry_point] = entry
         exec(test_code, ns)
         return {"event": "completed"}
     except ProgramGone:

@@ -18,7 +18,7 @@ import shutil
 import signal
 import time
 
-from . import pyjob, spawn, verdict
+from . import budget, pyjob, spawn, verdict
 from .pychild import (
     EXIT_HARNESS,
     MIB,
@@ -163,7 +163,7 @@ def run_native_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
         truncated=seen["overflow"][fd["stdout"]], classify=runner.classify,
         check=pyjob.checker_for(job, timeout), report_overflow=seen["overflow"][fd["report"]],
     )
-    name, message = verdict.decide(outcome)
+    name, message = budget.decide(outcome, limits)
     return pyjob.test_result(outcome, name, message, seen, seen["cpu_s"], bufs[fd["stdout"]], bufs[fd["stderr"]],
                              out_limit)
 

@@ -75,15 +75,27 @@ def prctl(option: int, value: int) -> bool:
 
 # --------------------------------------------------------------------------- seccomp
 
-# Syscalls that act on another process by pid (arg index of the pid), per architecture.
-# Same-uid processes may call them on each other even when the target is non-dumpable:
-# a program could lower the zygote's or the judge's limits (prlimit), or starve them
-# (SCHED_IDLE, nice 19), and so change other tests' verdicts. The filter allows them on
-# pid 0 (the caller) only. Foreign-architecture syscalls (i386 int 0x80, x32) are refused.
+# Syscalls that act on another process, per architecture, and the rule that keeps each
+# to the caller. Same-uid processes may call them on each other even when the target is
+# non-dumpable: a program could lower the zygote's or the judge's limits (prlimit), or
+# starve them (SCHED_IDLE, nice 19, idle I/O priority), and so change other tests'
+# verdicts. "pid": the pid (argument 0) must be 0, the caller. "prio" (setpriority) and
+# "ioprio" (ioprio_set) take a (which, who) pair, where who 0 with PRIO_USER means every
+# process of the uid and with PRIO_PGRP a process group the caller may have joined: which
+# must be the single process (PRIO_PROCESS 0, IOPRIO_WHO_PROCESS 1) and who 0. Reviewed
+# and left alone: the rest act on the caller or its children only (setrlimit, setpgid,
+# waitid), need ptrace access, which the harness's non-dumpable processes refuse
+# (process_vm_writev, pidfd_getfd, migrate_pages, move_pages, perf_event_open, kcmp), or
+# send signals (documented in docs/sandbox.md). Foreign-architecture syscalls (i386
+# int 0x80, x32) are refused.
 _PID_SYSCALLS = {
-    "x86_64": (0xC000003E, {141: 1, 142: 0, 144: 0, 203: 0, 251: 1, 302: 0, 314: 0}),
-    "aarch64": (0xC00000B7, {140: 1, 118: 0, 119: 0, 122: 0, 30: 1, 261: 0, 274: 0}),
+    # setpriority, sched_setparam, sched_setscheduler, sched_setaffinity, ioprio_set, prlimit64, sched_setattr
+    "x86_64": (0xC000003E, {141: "prio", 142: "pid", 144: "pid", 203: "pid", 251: "ioprio", 302: "pid",
+                            314: "pid"}),
+    "aarch64": (0xC00000B7, {140: "prio", 118: "pid", 119: "pid", 122: "pid", 30: "ioprio", 261: "pid",
+                             274: "pid"}),
 }
+_SELF_WHICH = {"prio": 0, "ioprio": 1}  # PRIO_PROCESS, IOPRIO_WHO_PROCESS
 # clone with CLONE_PARENT makes the new process a sibling of the caller: a child of the
 # zygote, outside the test's process tree, where the test's cleanup would not find it.
 # clone3 passes its flags in memory the filter cannot read: it answers ENOSYS, and the C
@@ -110,14 +122,17 @@ def _seccomp_program():
     code: list = [("i", ld, 0, 0, 4), ("j", jeq, 1, 0, arch), ("i", ret, 0, 0, deny), ("i", ld, 0, 0, 0)]
     if arch == 0xC000003E:
         code.append(("j", jge, "deny", 0, 0x40000000))  # the x32 ABI
-    for nr, arg in calls.items():
-        code.append(("j", jeq, f"arg{arg}", 0, nr))
+    for nr, rule in calls.items():
+        code.append(("j", jeq, rule, 0, nr))
     code += [("j", jeq, "clone", 0, clone), ("j", jeq, "enosys", 0, clone3)]
     code.append(("i", ret, 0, 0, allow))
     labels = {}
-    for arg in (0, 1):
-        labels[f"arg{arg}"] = len(code)
-        code += [("i", ld, 0, 0, 16 + 8 * arg), ("j", jeq, "allow", "deny", 0)]
+    for rule, which in _SELF_WHICH.items():  # argument 0 the single process, argument 1 zero
+        labels[rule] = len(code)
+        code += [("i", ld, 0, 0, 16), ("j", jeq, 0, "deny", which), ("i", ld, 0, 0, 24),
+                 ("j", jeq, "allow", "deny", 0)]
+    labels["pid"] = len(code)
+    code += [("i", ld, 0, 0, 16), ("j", jeq, "allow", "deny", 0)]
     labels["clone"] = len(code)  # the flags are clone's first argument (its low 32 bits)
     code += [("i", ld, 0, 0, 16), ("j", jset, "deny", "allow", CLONE_PARENT)]
     labels["enosys"] = len(code)

@@ -19,7 +19,7 @@ import signal
 import socket
 import time
 
-from . import codec, judge, protocol, spawn, verdict
+from . import budget, judge, protocol, spawn, verdict
 from .pychild import MIB, RECORD_OUTPUT_LIMIT, REPORT_LIMIT
 
 CHECKER_MIN_S = 10.0
@@ -114,24 +114,25 @@ def output_cap(test: dict, out_limit: int) -> int:
 def checker_for(job: dict, timeout_s: float):
     """The ``check`` callback of :class:`verdict.Outcome` for the tests of ``job``."""
 
-    def check(test: dict, input_value, expected, output) -> tuple[str, str]:
+    def check(test: dict, input_tree, expected_tree, output_tree, output_plain: bool = True) -> tuple[str, str]:
         source = (job.get("checkers") or {}).get(test["checker"])
         if source is None:
             raise verdict.HarnessFailure(f"the job has no checker named {test['checker']!r}")
-        return run_checker(source, input_value, expected, output, max(CHECKER_MIN_S, 2 * timeout_s),
-                           int(job["limits"]["memory_mb"]))
+        return run_checker(source, (input_tree, expected_tree, output_tree), output_plain,
+                           max(CHECKER_MIN_S, 2 * timeout_s), int(job["limits"]["memory_mb"]))
 
     return check
 
 
-def run_checker(source: str, input_value, expected, output, timeout_s: float, memory_mb: int) -> tuple[str, str]:
-    """Ask the judge to run a checker (trusted suite code) on a finished test; its values
-    travel as codec trees in a memory file. A checker that fails, hangs or dies rejects
-    the answer, with a message that says so (``tasks check`` shows it on the reference)."""
+def run_checker(source: str, trees: tuple, output_plain: bool, timeout_s: float, memory_mb: int) -> tuple[str, str]:
+    """Ask the judge to run a checker (trusted suite code) on a finished test. The values
+    travel undecoded, as trees (``input`` and ``expected`` in the suite's form, ``output``
+    as the program sent it), in a memory file; the judge decodes them under its limits. A
+    checker that fails, hangs or dies rejects the answer, with a message that says so
+    (``tasks check`` shows it on the reference)."""
     try:
-        payload = marshal.dumps({"input": codec.to_tree(input_value), "expected": codec.to_tree(expected),
-                                 "output": codec.to_tree(output)})
-    except codec.CodecError as exc:
+        payload = marshal.dumps({"input": trees[0], "expected": trees[1], "output": trees[2], "plain": output_plain})
+    except ValueError as exc:  # nested past marshal's depth
         return "fail", f"checker: cannot pass the values ({exc})"
     JUDGE.get()
     JUDGE.resume()
@@ -201,7 +202,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judged = JUDGE.get()
         request = {"code": test["code"], "memory_mb": limits["memory_mb"], "entry_point": job.get("entry_point"),
-                   "max_bytes": max(16 * MIB, 4 * out_limit)}
+                   "helpers": job.get("helpers"), "max_bytes": max(16 * MIB, 4 * out_limit)}
         try:
             protocol.send_fds(JUDGE.ctrl, request, [mine.fileno(), out_w, err_w])
         except OSError:
@@ -252,5 +253,5 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
         judge_killed=bool(seen["timed_out"]), stdout=bufs[out_r], stderr=bufs[err_r],
         truncated=seen["overflow"][out_r], check=checker_for(job, timeout), report_overflow=seen["overflow"][rep_r],
     )
-    name, message = verdict.decide(outcome)
+    name, message = budget.decide(outcome, limits)
     return test_result(outcome, name, message, seen, cpu_s, bufs[out_r], bufs[err_r], out_limit)

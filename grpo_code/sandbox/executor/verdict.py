@@ -32,7 +32,7 @@ class Outcome:
 
     __slots__ = ("test", "status", "timed_out", "cpu_s", "limit_s", "report", "nonce", "started_marker",
                  "judge", "judge_status", "judge_killed", "stdout", "stderr", "truncated", "classify", "check",
-                 "report_overflow")
+                 "report_overflow", "expected_value")
 
     def __init__(self, test: dict, status=None, timed_out=None, cpu_s=0.0, limit_s=1.0, report=b"",
                  nonce=None, started_marker=False, judge=None, judge_status=None, judge_killed=False,
@@ -61,9 +61,26 @@ class Outcome:
         self.classify = classify
         self.check = check
         self.report_overflow = report_overflow
+        self.expected_value = UNDECODED
+        """a call test's expected value, decoded (trusted suite data): see :func:`decode_expected`"""
         """the report (a returned value) was longer than the executor reads"""
-        """``check(test, input, expected, output) -> (verdict, message)``: runs the test's
-        checker (trusted suite code) out of the program's reach; see ``pyjob.run_checker``"""
+        """``check(test, input, expected, output, output_plain) -> (verdict, message)``: runs
+        the test's checker (trusted suite code) out of the program's reach on the values as
+        trees (``input`` and ``expected`` in the suite's form, ``output`` as the program's
+        process sent it, plain JSON when ``output_plain``); the judge decodes them, so the
+        executor never decodes a value only a checker needs. See ``pyjob.run_checker``."""
+
+
+UNDECODED = object()
+
+
+def decode_expected(o: Outcome):
+    """The call test's expected value as a Python value, decoded once (``budget`` does it
+    before forking its helper, so the suite's share of the work is not on the program's
+    budget)."""
+    if o.expected_value is UNDECODED:
+        o.expected_value = codec.from_tree(o.test["expected"], plain_objects=True)
+    return o.expected_value
 
 
 def _signal_name(signum: int) -> str:
@@ -82,7 +99,11 @@ def parse_report(raw: bytes, nonce=None, started_marker=False):
             return False, None, None
         started, lines = True, lines[1:]
     reports = []
+    prefix = b'{"nonce":"' + nonce.encode() + b'"' if nonce is not None else None
     for line in lines:
+        if prefix is not None and not line.startswith(prefix):
+            # Checked as bytes, before any parsing: a line without the nonce costs nothing.
+            return started, None, "forged report on the harness channel"
         try:
             msg = json.loads(line)
         except (ValueError, RecursionError):
@@ -103,6 +124,8 @@ def decide(o: Outcome) -> tuple[str, str]:
         return _decide(o)
     except HarnessFailure:
         raise
+    except MemoryError:
+        return "output_limit", "the program's answer is too large to judge within the sandbox's memory"
     except Exception as exc:
         return "fail", f"the program's answer could not be judged ({type(exc).__name__})"
 
@@ -259,6 +282,9 @@ def judge_call(o: Outcome, tree, encoded: bool = True) -> tuple[str, str]:
     """A returned value against the test's expected value (or its checker). ``encoded``:
     the program's process sent a codec tree; native harnesses send plain JSON."""
     test = o.test
+    if test.get("checker") and not test.get("_record"):
+        # Decoded in the judge, under its limits: the executor does not decode it twice.
+        return o.check(test, test.get("args", []), test.get("expected"), tree, not encoded)
     try:
         value = codec.from_tree(tree, plain_objects=not encoded)
     except codec.TooLarge as exc:
@@ -269,12 +295,9 @@ def judge_call(o: Outcome, tree, encoded: bool = True) -> tuple[str, str]:
         return "output_limit", "returned value too deeply nested or too large"
     if test.get("_record"):
         return "pass", ""
-    expected = codec.from_tree(test["expected"], plain_objects=True) if "expected" in test else None
-    if test.get("checker"):
-        return o.check(test, list(codec.from_tree(test.get("args", []), plain_objects=True)), expected, value)
     if "expected" not in test:
         raise HarnessFailure("a call test without an expected value or checker")
-    if compare.values_equal(value, expected, test):
+    if compare.values_equal(value, decode_expected(o), test):
         return "pass", ""
     return "fail", f"returned {_show(tree)}, expected {_show(test['expected'])}"
 

