@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from conftest import BENCH
@@ -181,3 +182,83 @@ def test_public_benchmarks_convert_and_check(docker_ready: None, benchmarks: Pat
     assert report["empty"]["broken"] == stub_passes
     assert report["empty"]["failed"] == count  # the stub fails every task, though it passes some tests
     assert report["reference"]["unattested_tests"] == 0  # every Python test is judged out of process
+
+
+# tests/fixtures/unreadable/: one file per adapter shape, a good record and two unreadable
+# ones (record index, id, field) in each.
+UNREADABLE = Path(__file__).resolve().parent / "fixtures" / "unreadable"
+SHAPES = [
+    ("humaneval", "humaneval", ["Own/0"], [(1, "Own/1", "prompt"), (2, "Own/2", "test")]),
+    ("mbpp", "mbpp", ["Mbpp/601"], [(1, "602", "test_list"), (2, "six hundred three", "task_id")]),
+    ("stdio", "stdio", ["sum-two"], [(1, "no-text", "prompt"), (2, "short", "input_output.outputs")]),
+    ("call", "call", ["double"], [(1, "nameless", "fn_name"), (2, "flat", "inputs")]),
+    ("evalplus", "evalplus", ["HumanEval/900"],
+     [(1, "HumanEval/901", "base_input"), (2, "HumanEval/902", "canonical_solution")]),
+    ("codecontests", "codecontests", ["9100_A. Plus One"],
+     [(1, "9100_B. Broken Groups", "private_tests"), (2, "9100_C. Broken Limit", "time_limit")]),
+    ("apps", "apps", ["apps/91001"], [(1, "91002", "input_output"), (2, "91003", "input_output.inputs[0]")]),
+    # MapCoder's shape: the multi-line string argument (apps/90102) is resolved; the
+    # ambiguous one (90103) is skipped with its reason.
+    ("apps", "apps_mapcoder", ["apps/90101", "apps/90102"],
+     [(2, "90103", "test_list[0].input"), (3, "90104", "test_list[1]")]),
+]
+
+
+@pytest.mark.parametrize("fmt, name, good, bad", SHAPES, ids=[s[1] for s in SHAPES])
+def test_convert_lists_every_unreadable_record_and_skips_them_on_request(
+        tmp_path: Path, fmt: str, name: str, good: list[str], bad: list[tuple[int, str, str]]) -> None:
+    src, dst = str(UNREADABLE / f"{name}.jsonl"), tmp_path / "out"
+    total = len(good) + len(bad)
+    listed = [f"  record {i} (id {rid}), {field}: " for i, rid, field in bad]
+
+    refused = runner.invoke(app, ["tasks", "convert", fmt, src, str(dst)])
+    assert refused.exit_code == 2, refused.output
+    lines = refused.stderr.strip().splitlines()
+    assert lines[0] == f"{len(bad)} of {total} records cannot be read:"
+    assert [line[:len(want)] for line, want in zip(lines[1:-1], listed, strict=True)] == listed
+    assert lines[-1].startswith(f"error: {len(bad)} of {total} records of {src} cannot be read")
+    assert "nothing was written" in lines[-1] and "pass --skip-invalid" in lines[-1]
+    assert not dst.exists()
+
+    result = runner.invoke(app, ["tasks", "convert", fmt, src, str(dst), "--skip-invalid"])
+    assert result.exit_code == 0, result.output
+    assert [line[:len(want)] for line, want in zip(result.stderr.splitlines()[1:], listed, strict=True)] == listed
+    assert f"wrote {len(good)} tasks" in result.stdout and f"skipped {len(bad)} unreadable records" in result.stdout
+    assert [json.loads(line)["id"] for line in (dst / "tasks.jsonl").read_text().splitlines()] == good
+    skipped = yaml.safe_load((dst / "suite.yaml").read_text())["skipped"]
+    assert [(s["index"], s["id"], s["field"]) for s in skipped] == bad
+    assert all(s["reason"] and s["reason"] in result.stderr for s in skipped)
+
+    shown = runner.invoke(app, ["tasks", "show", str(dst)])
+    assert shown.exit_code == 0, shown.output
+    assert f"{len(good)} tasks (hash" in shown.stdout and f"{len(bad)} records skipped at conversion" in " ".join(
+        shown.stdout.split())  # the title may wrap
+    listing = runner.invoke(app, ["tasks", "list", f"tasks.paths=[{tmp_path}]"])
+    assert listing.exit_code == 0, listing.output
+    row = next(line.split("│") for line in listing.stdout.splitlines() if line.startswith("│ out "))
+    assert [cell.strip() for cell in row[2:4]] == [str(len(good)), str(len(bad))]
+
+
+def test_convert_with_no_readable_record_writes_nothing(tmp_path: Path) -> None:
+    src = tmp_path / "broken.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in ({"question": "q"}, {"question": "r", "inputs": 3,
+                                                                                  "outputs": ["3\n"]})))
+    for extra in ([], ["--skip-invalid"]):
+        result = runner.invoke(app, ["tasks", "convert", "stdio", str(src), str(tmp_path / "out"), *extra])
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert lines[1].startswith("  record 0 (id -), input_output: no stdin/stdout pairs")
+        assert lines[2].startswith("  record 1 (id -), inputs: is int, expected a list")
+        assert lines[-1].startswith(f"error: none of the 2 records of {src} can be read")
+        assert not (tmp_path / "out").exists()
+
+
+def test_convert_skips_a_record_whose_id_an_earlier_one_has(tmp_path: Path) -> None:
+    record = {"id": "twin", "question": "Print the input.", "inputs": ["a\n"], "outputs": ["a\n"]}
+    src = tmp_path / "twins.jsonl"
+    src.write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
+    assert runner.invoke(app, ["tasks", "convert", "stdio", str(src), str(tmp_path / "no")]).exit_code == 2
+    result = runner.invoke(app, ["tasks", "convert", "stdio", str(src), str(tmp_path / "s"), "--skip-invalid"])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load((tmp_path / "s" / "suite.yaml").read_text())["skipped"] == [
+        {"index": 1, "id": "twin", "field": "id", "reason": "'twin' is also the id of record 0"}]

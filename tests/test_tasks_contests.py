@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,10 @@ from grpo_code.cli import app
 from grpo_code.errors import SuiteError
 from grpo_code.tasks import adapters
 from grpo_code.tasks.contests import apps, case_insensitive, codecontests, needs_checker
+from grpo_code.tasks.records import UnreadableRecordsError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+UNREADABLE = FIXTURES / "unreadable"
 runner = CliRunner()
 
 
@@ -71,7 +74,7 @@ def test_codecontests_selects_test_groups() -> None:
     mixed = codecontests(records, tests="generated, public")  # kept in dataset order whatever the option's
     assert mixed[0]["metadata"]["test_groups"] == {"public": 1, "generated": 2}
     assert [t["stdout"] for t in mixed[0]["tests"]] == ["12\n", "8\n", "0\n"]
-    with pytest.raises(SuiteError, match=r"codecontests\[1\] \(9001_B. Even or Odd\): no tests in groups generated"):
+    with pytest.raises(SuiteError, match=r"codecontests\[1\] \(9001_B. Even or Odd\): generated_tests: no tests in groups generated"):
         codecontests(records, tests="generated")
     with pytest.raises(SuiteError, match="unknown test group 'hidden'"):
         codecontests(records, tests="public,hidden")
@@ -220,11 +223,58 @@ def test_mapcoder_arguments(starter: str, line: str, args: list) -> None:
         assert test["code"] == f"assert Solution().g({', '.join(map(repr, args))}) == 0\n"
 
 
-def test_mapcoder_argument_count_mismatch_is_an_error() -> None:
-    record = {"id": 5, "description": "d", "starter_code": "def f(a, b):\n\t", "sample_io": [],
-              "test_list": [{"input": "1\n2\n3", "output": [0]}]}
-    with pytest.raises(SuiteError, match=r"apps\[0\] \(5\): test_list\[0\].input: 3 lines for a function of 2"):
+@pytest.mark.parametrize("starter, line, args", [
+    # more lines than parameters: the one parameter whose neighbours all read as non-string
+    # literals takes the extra lines (a literal's str() is one line, a string's is not)
+    ("def f(page, k):", "first\nsecond\n1", ["first\nsecond", 1]),
+    ("def f(n, text):", "3\nab\ncd\n", [3, "ab\ncd\n"]),
+    ("def f(n, text, xs):", "2\nab\ncd\n[1, 2]", [2, "ab\ncd", [1, 2]]),
+    ("def f(a: int, b):", "1\n2\n3", [1, "2\n3"]),  # an annotation says which one is not a string
+    ("class Solution:\n    def g(self, s: str, k: List[int]):", "x\ny\n[1]", ["x\ny", [1]]),
+])
+def test_mapcoder_string_argument_holding_newlines(starter: str, line: str, args: list) -> None:
+    test_mapcoder_arguments(starter, line, args)
+
+
+@pytest.mark.parametrize("starter, line, why", [
+    ("def f(a, b):", "1\n2\n3", "`a` or `b` could each take them"),
+    ("def f(prefix, text):", "a\nab\nb", "another one's line reads as a string too"),
+    ("def f(a, b, c):", "1\n2", "2 lines for a function of 3 required parameters"),
+])
+def test_mapcoder_ambiguous_inputs_are_unreadable(starter: str, line: str, why: str) -> None:
+    record = {"id": 5, "description": "d", "starter_code": starter, "sample_io": [],
+              "test_list": [{"input": line, "output": [0]}]}
+    with pytest.raises(UnreadableRecordsError, match=r"apps\[0\] \(5\): test_list\[0\].input: .*" + re.escape(why)):
         apps([record])
+
+
+def test_mapcoder_file_with_a_multiline_string_argument_converts_the_rest() -> None:
+    """The issue's case: apps/90102's string argument holds newlines and is resolved,
+    90103's cannot be (two string parameters), 90104 is malformed; the others convert."""
+    result = adapters.convert_all("apps", str(UNREADABLE / "apps_mapcoder.jsonl"))
+    tasks = by_id(list(result.tasks))
+    assert list(tasks) == ["apps/90101", "apps/90102"] and result.indices == (0, 1)
+    assert [t["args"] for t in tasks["apps/90102"]["tests"]] == [["first\nsecond\nthird", 1], ["only", 0], ["a\nb", 5]]
+    assert [(p.index, p.id, p.field) for p in result.skipped] == [(2, "90103", "test_list[0].input"),
+                                                                   (3, "90104", "test_list[1]")]
+    assert "which lines are whose cannot be told" in result.skipped[0].reason
+    with pytest.raises(UnreadableRecordsError) as info:  # the strict path names both
+        adapters.convert("apps", str(UNREADABLE / "apps_mapcoder.jsonl"))
+    assert "2 of 4 records cannot be read: apps_mapcoder.jsonl[2] (90103): test_list[0].input: " in str(info.value)
+    assert "; apps_mapcoder.jsonl[3] (90104): test_list[1]: expected" in str(info.value)
+    assert "--skip-invalid" in info.value.hint
+    assert info.value.conversion == result
+
+
+def test_file_level_errors_stop_at_once() -> None:
+    """Records of another format, or an option a record cannot take, are about the file:
+    they are not collected as unreadable records (every record would be)."""
+    with pytest.raises(SuiteError, match="use the evalplus adapter") as info:
+        adapters.convert_all("humaneval", str(UNREADABLE / "evalplus.jsonl"))
+    assert not isinstance(info.value, UnreadableRecordsError)
+    with pytest.raises(SuiteError, match="cannot select from them") as info:
+        adapters.convert_all("codecontests", str(FIXTURES / "codecontests_rllm.jsonl"), tests="public")
+    assert not isinstance(info.value, UnreadableRecordsError)
 
 
 # ----------------------------------------------------------------- stdio and wrong adapters
@@ -241,7 +291,7 @@ def test_stdio_single_string_is_one_test() -> None:
     assert len(listed["tests"]) == 2
     with pytest.raises(SuiteError, match=r"stdio\[0\]: inputs: is int, expected a list"):
         adapters.stdio([{"question": "q", "inputs": 5, "outputs": ["5\n"]}])
-    with pytest.raises(SuiteError, match=r"stdio\[0\]: public_tests: output: is dict"):
+    with pytest.raises(SuiteError, match=r"stdio\[0\]: public_tests.output: is dict"):
         adapters.stdio([{"description": "q", "public_tests": {"input": ["1\n"], "output": {"a": 1}}}])
 
 
@@ -253,9 +303,9 @@ MBPP = {"task_id": 11, "text": "Return x.", "code": "def f(x):\n    return x\n",
 
 
 @pytest.mark.parametrize("fmt, record, needle", [
-    ("humaneval", HUMANEVAL_PLUS, r"humaneval\[0\]: HumanEval\+ \(evalplus\) records: use the evalplus adapter "
+    ("humaneval", HUMANEVAL_PLUS, r"humaneval\[0\] \(HumanEval/0\): HumanEval\+ \(evalplus\) records: use the evalplus adapter "
                                   r"\(`grpo-code tasks convert evalplus ...`\)"),
-    ("mbpp", MBPP_PLUS, r"mbpp\[0\]: MBPP\+ \(evalplus\) records: use the evalplus adapter"),
+    ("mbpp", MBPP_PLUS, r"mbpp\[0\] \(Mbpp/2\): MBPP\+ \(evalplus\) records: use the evalplus adapter"),
     ("stdio", MBPP_PLUS, r"MBPP\+ \(evalplus\) records"),
     ("humaneval", MBPP, r"mbpp records, not humaneval: use the mbpp adapter \(`grpo-code tasks convert mbpp ...`\)"),
     ("mbpp", {k: v for k, v in HUMANEVAL_PLUS.items() if "input" not in k}, r"humaneval records, not mbpp"),

@@ -59,6 +59,9 @@ def test_bad_records_name_the_record_and_field():
         evalplus([{k: v for k, v in HE.items() if k != "plus_input"}])
     with pytest.raises(SuiteError, match="base_input: must be a list of argument lists"):
         evalplus([dict(HE, base_input=[1, 2])])
+    with pytest.raises(SuiteError, match=r"\[0\] \(Mbpp/2\): base_input: does not have the argument types evalplus "
+                                         r"gives Mbpp/2"):
+        evalplus([dict(SET, base_input=[[1, 2]])])  # Mbpp/2 takes tuples: tuple(1) is a TypeError
     [task] = evalplus([dict(HE, plus_input={})])  # MBPP+ v0.2.0's Mbpp/793: no plus inputs
     assert task["metadata"]["test_groups"] == {"base": 2, "plus": 0}
 

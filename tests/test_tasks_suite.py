@@ -11,7 +11,8 @@ from conftest import BENCH
 from grpo_code.errors import MissingFileError, SuiteError
 from grpo_code.sandbox.types import CallTest, ScriptTest
 from grpo_code.tasks import Task, adapters, load_suite, render, write_suite
-from grpo_code.tasks.suite import suite_from_records
+from grpo_code.tasks.records import Conversion, Unreadable, UnreadableRecordsError
+from grpo_code.tasks.suite import converted_tasks, suite_from_records
 
 HUMANEVAL = BENCH / "humaneval" / "HumanEval.jsonl.gz"
 MBPP = BENCH / "mbpp" / "mbpp.jsonl"
@@ -89,6 +90,59 @@ def test_bad_suite_yaml(tmp_path: Path) -> None:
         load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)], meta="splits: {}\n")))
     with pytest.raises(SuiteError, match="invalid YAML"):
         load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)], meta="a: [\n")))
+
+
+SKIPPED = "skipped:\n- {index: 3, id: '42', field: 'test_list[0].input', reason: ambiguous}\n"
+
+
+def test_suite_yaml_lists_skipped_records(tmp_path: Path) -> None:
+    suite = load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)], meta=SKIPPED + "- {index: 5, id: null, "
+                                      "field: prompt, reason: missing}\n")))
+    assert suite.skipped == (Unreadable(3, "42", "test_list[0].input", "ambiguous"),
+                             Unreadable(5, None, "prompt", "missing"))
+    write_suite(suite, tmp_path / "copy")
+    assert load_suite(str(tmp_path / "copy")).skipped == suite.skipped
+    assert load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)], meta="name: mine\n"))).skipped == ()
+
+
+@pytest.mark.parametrize("meta, needle", [
+    ("skipped: 3\n", "suite.yaml: skipped: is int, expected a list"),
+    ("skipped: [oops]\n", "suite.yaml: skipped[0]: is str, expected a mapping"),
+    (SKIPPED.replace("reason:", "why:"), "suite.yaml: skipped[0].why: unknown key (known: index, id, field, reason)"),
+    (SKIPPED.replace("index: 3", "index: -1"), "suite.yaml: skipped[0].index: -1 is not a record number"),
+    (SKIPPED.replace("id: '42'", "id: [4]"), "suite.yaml: skipped[0].id: [4] is not a record id"),
+    (SKIPPED.replace(", reason: ambiguous", ""), "suite.yaml: skipped[0].reason: None is not a non-empty string"),
+])
+def test_bad_skipped_entries_name_the_field(tmp_path: Path, meta: str, needle: str) -> None:
+    with pytest.raises(SuiteError) as info:
+        load_suite(str(make_suite(tmp_path, [json.dumps(GOOD)], meta=meta)))
+    assert needle in str(info.value)
+
+
+def test_adapters_report_every_unreadable_record(tmp_path: Path) -> None:
+    src = tmp_path / "p.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"id": "a", "question": "q", "inputs": ["1\n"], "outputs": []},
+        {"id": "ok", "question": "q", "inputs": ["1\n"], "outputs": ["1\n"]},
+        {"id": "c", "inputs": ["1\n"], "outputs": ["1\n"]})))
+    with pytest.raises(UnreadableRecordsError) as info:
+        load_suite(f"stdio:{src}")  # a FORMAT:PATH suite stays strict
+    assert str(info.value).startswith("2 of 3 records cannot be read: p.jsonl[0] (a): outputs: 1 inputs but 0 "
+                                      "outputs; p.jsonl[2] (c): prompt: problem text missing")
+    assert "--skip-invalid" in info.value.hint
+    conversion = adapters.convert_all("stdio", str(src))
+    assert [t["id"] for t in conversion.tasks] == ["ok"] and conversion.indices == (1,) and conversion.total == 3
+    assert [(p.index, p.id, p.field) for p in conversion.skipped] == [(0, "a", "outputs"), (2, "c", "prompt")]
+
+
+def test_converted_tasks_skip_invalid_and_duplicate_tasks() -> None:
+    bad = dict(GOOD, id="x/2", tests=[{"kind": "fuzz"}])
+    conversion = Conversion((GOOD, bad, GOOD), (0, 2, 3), (Unreadable(1, None, "prompt", "missing"),))
+    tasks, skipped = converted_tasks(conversion, "f.jsonl")
+    assert [t.id for t in tasks] == ["x/1"]
+    assert [(p.index, p.id, p.field) for p in skipped] == [(1, None, "prompt"), (2, "x/2", "(converted task)"),
+                                                           (3, "x/1", "id")]
+    assert skipped[1].reason.startswith("tests[0].kind is 'fuzz'") and skipped[2].reason.endswith("of record 0")
 
 
 def test_unknown_suite_lists_what_exists() -> None:
@@ -194,7 +248,7 @@ def test_missing_input_file() -> None:
 
 
 def test_wrong_format_for_file(benchmarks: Path) -> None:
-    with pytest.raises(SuiteError, match=r"mbpp.jsonl\[0\]: mbpp records, not humaneval: use the mbpp adapter"):
+    with pytest.raises(SuiteError, match=r"mbpp.jsonl\[0\] \(1\): mbpp records, not humaneval: use the mbpp adapter"):
         adapters.convert("humaneval", str(MBPP))
 
 

@@ -38,17 +38,17 @@ ConfigOpt = Annotated[Path | None, typer.Option(
 
 @command(app, "list")
 def list_(overrides: OverridesArg = None, config: ConfigOpt = None) -> None:
-    """List bundled suites and those in the configured paths."""
+    """List bundled suites and those in the configured paths (skipped: records left out at conversion)."""
     from rich.console import Console
     from rich.table import Table
 
     from grpo_code.tasks.suite import list_suites, load_suite_dir
 
-    table = Table("suite", "tasks", "splits", "language", "description", title="task suites")
+    table = Table("suite", "tasks", "skipped", "splits", "language", "description", title="task suites")
     for path in list_suites(_config(config, overrides).tasks.paths):
         suite = load_suite_dir(path)
         splits = ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items()))
-        table.add_row(suite.name, str(len(suite)), splits, suite.language, suite.description)
+        table.add_row(suite.name, str(len(suite)), str(len(suite.skipped)), splits, suite.language, suite.description)
     Console().print(table)
 
 
@@ -73,8 +73,9 @@ def show(
     console = Console()
     s = load_suite(suite, _config(config, overrides + ids[1:]).tasks.paths).split(split)
     if task_id is None:
+        skipped = f"; {len(s.skipped)} records skipped at conversion (suite.yaml)" if s.skipped else ""
         table = Table("id", "split", "mode", "tests", "reference", "prompt",
-                      title=f"{s.name}: {len(s)} tasks (hash {s.content_hash()})")
+                      title=f"{s.name}: {len(s)} tasks (hash {s.content_hash()}{skipped})")
         for t in s.tasks:
             first = t.prompt.strip().splitlines()[0][:60]
             table.add_row(t.id, t.split or "-", t.mode, str(len(t.tests)), "yes" if t.reference else "no", first)
@@ -113,11 +114,21 @@ def convert(
     split: Annotated[str | None, typer.Option(
         help="codecontests, apps: metadata.split of every task (apps default: test).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
+    skip_invalid: Annotated[bool, typer.Option(
+        "--skip-invalid", help="Write the readable records' tasks and list the unreadable ones "
+                               "(stderr and suite.yaml `skipped:`) instead of writing nothing.")] = False,
 ) -> None:
-    """Convert a public benchmark file into a suite directory."""
+    """Convert a public benchmark file into a suite directory.
+
+    Every record is read; those that cannot be (a missing or malformed field, an ambiguous
+    input) are listed on stderr with their index, id, field and reason. Without
+    --skip-invalid nothing is written and the command exits 2; with it the other records'
+    tasks are written and suite.yaml lists the skipped ones.
+    """
+    from grpo_code.cli.common import eprint
     from grpo_code.errors import SuiteError
     from grpo_code.tasks import adapters
-    from grpo_code.tasks.suite import suite_from_records, write_suite
+    from grpo_code.tasks.suite import converted_tasks, suite_from_records, write_suite
 
     if (dst / "tasks.jsonl").exists() and not force:
         raise SuiteError(f"{dst} already holds a suite", "pass --force to overwrite or choose another directory")
@@ -138,13 +149,29 @@ def convert(
                              "it selects the test groups of codecontests (public,private,generated) and evalplus "
                              "(base, plus or all)")
         options["tests"] = tests
-    records = adapters.convert(fmt, src, **options)
-    suite = suite_from_records(name or dst.name, records, src)
+    conversion = adapters.convert_all(fmt, src, **options)
+    tasks, skipped = converted_tasks(conversion, Path(src).name)
+    if skipped:
+        eprint(f"{len(skipped)} of {conversion.total} records cannot be read:")
+        for problem in skipped:
+            eprint(f"  record {problem.index} (id {problem.id if problem.id is not None else '-'}), "
+                   f"{problem.field}: {problem.reason}")
+    if not tasks:
+        raise SuiteError(f"none of the {conversion.total} records of {src} can be read (listed above)",
+                         f"is it a {fmt} file? docs/tasks.md, Converting public benchmarks")
+    if skipped and not skip_invalid:
+        raise SuiteError(f"{len(skipped)} of {conversion.total} records of {src} cannot be read (listed above); "
+                         "nothing was written", f"fix or remove them, or pass --skip-invalid to write the "
+                         f"{len(tasks)} readable task{'s' if len(tasks) > 1 else ''} and list the skipped "
+                         "records in suite.yaml")
+    suite = suite_from_records(name or dst.name, tasks, src)
     meta = {"description": f"converted from {Path(src).name} ({fmt} format)", "source": src}
-    suite = replace(suite, **meta)
+    suite = replace(suite, **meta, skipped=tuple(skipped))
     write_suite(suite, dst)
     typer.echo(f"wrote {len(suite)} tasks to {dst} (splits: "
                + ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items())) + ")")
+    if skipped:
+        typer.echo(f"skipped {len(skipped)} unreadable records (listed above and in {dst / 'suite.yaml'})")
     unjudged = [t.id for t in suite.tasks if t.metadata.get("needs_checker")]
     if unjudged:
         typer.echo(f"{len(unjudged)} tasks accept any of several answers but their tests compare exactly "

@@ -20,6 +20,13 @@ Hugging Face dataset id (``org/name[@split]``) where the hub is reachable
 
 Records of a clearly different known format are refused with the adapter to use, rather
 than converted with tests missing (HumanEval+ records read as HumanEval lose their plus tests).
+
+Each adapter reads one record at a time through :func:`~grpo_code.tasks.records.convert_each`:
+a record it cannot read raises :class:`~grpo_code.tasks.records.RecordError` (field and
+reason), every other record is still read, and the adapter then raises
+:class:`~grpo_code.tasks.records.UnreadableRecordsError` listing all of them.
+:func:`convert` is strict; :func:`convert_all` returns the readable tasks and the
+unreadable records instead (``tasks convert --skip-invalid``).
 """
 
 from __future__ import annotations
@@ -34,17 +41,29 @@ from grpo_code.errors import SuiteError
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
 from grpo_code.tasks.examples import docstring_examples
-from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, io_test, read_records, wrong_adapter
+from grpo_code.tasks.helpers import prompt_helpers
+from grpo_code.tasks.records import (
+    STDIN_INSTRUCTION,
+    Conversion,
+    Record,
+    RecordError,
+    UnreadableRecordsError,
+    convert_each,
+    first_key,
+    io_test,
+    read_records,
+    wrong_adapter,
+)
 
 # read_records and wrong_adapter live in records.py (shared with contests.py); they stay
 # importable from here, where callers have always found them.
-__all__ = ["ADAPTERS", "Record", "call", "convert", "humaneval", "mbpp", "read_records", "stdio",
+__all__ = ["ADAPTERS", "Record", "call", "convert", "convert_all", "humaneval", "mbpp", "read_records", "stdio",
            "wrong_adapter"]
 
 
 def _need(record: Record, key: str, where: str) -> Any:
     if key not in record or record[key] is None:
-        raise SuiteError(f"{where}: {key}: missing", "is this file in the format you named?")
+        raise RecordError(f"{where}: {key}", "missing", "is this file in the format you named?")
     return record[key]
 
 
@@ -87,17 +106,19 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
     """HumanEval and its multi-language versions with the same shape: HumanEval-X
     (``declaration``, ``canonical_solution``) and MultiPL-E (``name``, ``tests``, no
     ``entry_point`` or solution). The tests become one ``script`` test."""
-    out = []
-    for i, r in enumerate(records):
-        where = f"{source}[{i}]"
+
+    def one(r: Record, i: int, where: str) -> Record:
         wrong_adapter(r, "humaneval", where, accepts=("humaneval",))
         declared = _LANGUAGE_ALIASES.get(str(r.get("language", "")).lower())
-        if declared is not None and declared != language:
+        if declared is not None and declared != language:  # the file's language: no record would fit
             raise SuiteError(f"{where}: the record's language is {r['language']!r}, not {language}",
                              f"pass --language {declared}")
         task_id = r.get("task_id") if r.get("task_id") is not None else _need(r, "name", where)
         prompt = _need(r, "prompt", where)
         test = r.get("test") if r.get("test") is not None else _need(r, "tests", where)
+        for key, value in (("prompt", prompt), ("test" if r.get("test") is not None else "tests", test)):
+            if not isinstance(value, str):
+                raise RecordError(f"{where}: {key}", f"is {type(value).__name__}, expected a string")
         entry = r.get("entry_point") or _entry_point(language, prompt, test)
         if entry is None and language == "python":
             _need(r, "entry_point", where)
@@ -116,8 +137,12 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
             task["public_tests"] = examples
         if r.get("canonical_solution") is not None:
             task["reference"] = prompt + r["canonical_solution"]
-        out.append(task)
-    return out
+        helpers = prompt_helpers(prompt, entry) if language == "python" else None
+        if helpers:  # the prompt's encode_cyclic, poly: the tests call these, not the program's
+            task["helpers"] = helpers
+        return task
+
+    return convert_each(records, source, one, first_key("task_id", "name"))
 
 
 # --------------------------------------------------------------------------- mbpp
@@ -141,16 +166,23 @@ def _called_name(assertion: str, code: str) -> str | None:
 
 
 def mbpp(records: list[Record], source: str = "mbpp") -> list[Record]:
-    out = []
-    for i, r in enumerate(records):
-        where = f"{source}[{i}]"
+    def one(r: Record, i: int, where: str) -> Record:
         wrong_adapter(r, "mbpp", where, accepts=("mbpp",))
-        task_id = int(_need(r, "task_id", where))
-        tests = list(_need(r, "test_list", where))
+        raw_id = _need(r, "task_id", where)
+        try:
+            task_id = int(raw_id)
+        except (TypeError, ValueError):
+            raise RecordError(f"{where}: task_id", f"{raw_id!r} is not a task number") from None
+        tests = _need(r, "test_list", where)
+        if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
+            raise RecordError(f"{where}: test_list", "expected a list of assert statements")
         if not tests:
-            raise SuiteError(f"{where}: test_list: empty", "every MBPP task needs tests")
+            raise RecordError(f"{where}: test_list", "empty", "every MBPP task needs tests")
         code = r.get("code")
-        text = r.get("prompt") if r.get("prompt") is not None else _need(r, "text", where)
+        key = "prompt" if r.get("prompt") is not None else "text"
+        text = _need(r, key, where)
+        if not isinstance(text, str):
+            raise RecordError(f"{where}: {key}", f"is {type(text).__name__}, expected a string")
         setup = "\n".join(r.get("test_imports") or [])
         if r.get("test_setup_code"):
             setup = (setup + "\n" + r["test_setup_code"]).strip()
@@ -171,8 +203,9 @@ def mbpp(records: list[Record], source: str = "mbpp") -> list[Record]:
             entry = _called_name(tests[0], code)
             if entry:
                 task["entry_point"] = entry
-        out.append(task)
-    return out
+        return task
+
+    return convert_each(records, source, one, first_key("task_id"))
 
 
 # --------------------------------------------------------------------------- stdio
@@ -201,14 +234,15 @@ def _values(value: Any, where: str, name: str) -> list:
     if isinstance(value, str):
         return [value]
     if not isinstance(value, list):
-        raise SuiteError(f"{where}: {name}: is {type(value).__name__}, expected a list", "one value per test")
+        raise RecordError(f"{where}: {name}", f"is {type(value).__name__}, expected a list", "one value per test")
     return value
 
 
 def _zip(inputs: Any, outputs: Any, where: str, names: tuple[str, str] = ("inputs", "outputs")) -> list[tuple[Any, Any]]:
     inputs, outputs = _values(inputs, where, names[0]), _values(outputs, where, names[1])
     if len(inputs) != len(outputs):
-        raise SuiteError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs", "each input needs its output")
+        raise RecordError(f"{where}: {names[1]}", f"{len(inputs)} inputs but {len(outputs)} outputs",
+                          "each input needs its output")
     return list(zip(inputs, outputs, strict=True))
 
 
@@ -221,6 +255,7 @@ def _maybe_list(value: Any) -> Any:
 
 
 def _io_pairs(r: Record, where: str) -> list[tuple[Any, Any]]:
+    """Every stdin/stdout pair of a record, whatever the keys its dataset keeps them under."""
     pairs: list[tuple[Any, Any]] = []
     io = _maybe_json(r.get("input_output"))
     if isinstance(io, dict) and "inputs" in io:
@@ -248,32 +283,40 @@ def _reference(r: Record) -> str | None:
     return None
 
 
+_ID_KEYS = ("id", "task_id", "problem_id", "name", "question_id")
+
+
 def _record_id(r: Record, i: int, prefix: str) -> str:
-    value = _first(r, ("id", "task_id", "problem_id", "name", "question_id"))
+    value = _first(r, _ID_KEYS)
     return str(value) if value is not None else f"{prefix}/{i}"
+
+
+def _side(value: Any, where: str) -> str:
+    """One stdin or stdout: a string, or a list of lines (joined, with a final newline)."""
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return "\n".join(value) + "\n"
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise RecordError(where, f"is {type(value).__name__}, expected a string or a list of lines")
 
 
 def stdio(records: list[Record], source: str = "stdio", float_tol: float | None = None) -> list[Record]:
     """Any problem text with stdin/stdout pairs. CodeContests and APPS records are read
     too, but every test lands in one list: the ``codecontests`` and ``apps`` adapters keep
     the test groups, time and memory limits, call-based problems and judging notes."""
-    out = []
-    for i, r in enumerate(records):
-        where = f"{source}[{i}]"
+
+    def one(r: Record, i: int, where: str) -> Record:
         wrong_adapter(r, "stdio", where, accepts=("codecontests", "apps"))
         text = _first(r, ("prompt", "question", "description", "problem", "text", "question_content"))
-        if text is None:
-            raise SuiteError(f"{where}: problem text missing (looked for prompt, question, description, problem)",
-                             "is this a stdin/stdout problem file?")
+        if not isinstance(text, str):
+            raise RecordError(f"{where}: prompt", "problem text missing (looked for prompt, question, description, "
+                              "problem)", "is this a stdin/stdout problem file?")
         pairs = _io_pairs(r, where)
         if not pairs:
-            raise SuiteError(f"{where}: no stdin/stdout pairs (looked for input_output, public_tests, inputs/outputs)",
-                             "is this a stdin/stdout problem file?")
-        tests = []
-        for stdin, stdout in pairs:
-            stdin = "\n".join(stdin) + "\n" if isinstance(stdin, list) else str(stdin)
-            stdout = "\n".join(stdout) + "\n" if isinstance(stdout, list) else str(stdout)
-            tests.append(io_test(stdin, stdout, float_tol))
+            raise RecordError(f"{where}: input_output", "no stdin/stdout pairs (looked for input_output, "
+                              "public_tests, inputs/outputs)", "is this a stdin/stdout problem file?")
+        tests = [io_test(_side(stdin, f"{where}: tests[{j}].input"), _side(stdout, f"{where}: tests[{j}].output"),
+                         float_tol) for j, (stdin, stdout) in enumerate(pairs)]
         prompt = f"{text.strip()}\n\n{STDIN_INSTRUCTION}"
         task: Record = {"id": _record_id(r, i, source), "prompt": prompt, "language": "python",
                         "mode": "instruct", "tests": tests, "metadata": {"source": source}}
@@ -282,8 +325,9 @@ def stdio(records: list[Record], source: str = "stdio", float_tol: float | None 
         ref = _reference(r)
         if ref:
             task["reference"] = ref
-        out.append(task)
-    return out
+        return task
+
+    return convert_each(records, source, one, first_key(*_ID_KEYS))
 
 
 # --------------------------------------------------------------------------- call
@@ -291,9 +335,8 @@ def stdio(records: list[Record], source: str = "stdio", float_tol: float | None 
 
 def call(records: list[Record], source: str = "call", unwrap_outputs: bool = False) -> list[Record]:
     """``unwrap_outputs``: expected values are wrapped in one-element lists (TACO/APPS style)."""
-    out = []
-    for i, r in enumerate(records):
-        where = f"{source}[{i}]"
+
+    def one(r: Record, i: int, where: str) -> Record:
         wrong_adapter(r, "call", where, accepts=("apps",))
         io = _maybe_json(r.get("input_output"))
         io = io if isinstance(io, dict) else r
@@ -301,11 +344,14 @@ def call(records: list[Record], source: str = "call", unwrap_outputs: bool = Fal
         fn = _first(io, ("fn_name", "func_name", "entry_point")) or (
             meta.get("func_name") if isinstance(meta, dict) else None)
         if not fn:
-            raise SuiteError(f"{where}: function name missing (looked for fn_name, func_name, entry_point)",
-                             "is this a functional (call-based) problem file?")
+            raise RecordError(f"{where}: fn_name", "function name missing (looked for fn_name, func_name, "
+                              "entry_point)", "is this a functional (call-based) problem file?")
+        if not isinstance(fn, str) or not fn.isidentifier():
+            raise RecordError(f"{where}: fn_name", f"{fn!r} is not a function name")
         inputs, outputs = _maybe_json(io.get("inputs")), _maybe_json(io.get("outputs"))
         if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs:
-            raise SuiteError(f"{where}: inputs/outputs must be non-empty lists", "one argument list per expected value")
+            raise RecordError(f"{where}: inputs", "inputs/outputs must be non-empty lists",
+                              "one argument list per expected value")
         tests = []
         for args, expected in _zip(inputs, outputs, where):
             if not isinstance(args, list):
@@ -314,8 +360,8 @@ def call(records: list[Record], source: str = "call", unwrap_outputs: bool = Fal
                 expected = expected[0]
             tests.append({"kind": "call", "fn": fn, "args": args, "expected": expected})
         text = _first(r, ("prompt", "question", "description", "problem", "question_content", "text"))
-        if text is None:
-            raise SuiteError(f"{where}: problem text missing", "is this a functional problem file?")
+        if not isinstance(text, str):
+            raise RecordError(f"{where}: prompt", "problem text missing", "is this a functional problem file?")
         starter = r.get("starter_code")
         prompt = text.strip() + (f"\n\nStart from:\n```python\n{starter.strip()}\n```" if starter else
                                  f"\n\nWrite a Python function `{fn}` that solves this.")
@@ -324,8 +370,9 @@ def call(records: list[Record], source: str = "call", unwrap_outputs: bool = Fal
         ref = _reference(r)
         if ref:
             task["reference"] = ref
-        out.append(task)
-    return out
+        return task
+
+    return convert_each(records, source, one, first_key(*_ID_KEYS))
 
 
 ADAPTERS: dict[str, Callable[..., list[Record]]] = {
@@ -340,11 +387,22 @@ ADAPTERS: dict[str, Callable[..., list[Record]]] = {
 
 
 def convert(fmt: str, src: str, **options: Any) -> list[Record]:
-    """Read ``src`` and turn it into task records with the adapter ``fmt``."""
+    """Read ``src`` and turn it into task records with the adapter ``fmt``; a record that
+    cannot be read is an :class:`UnreadableRecordsError` naming every such record."""
     if fmt not in ADAPTERS:
         raise SuiteError(f"unknown format {fmt!r}", "formats: " + ", ".join(ADAPTERS))
     records = read_records(src)
     if not records:
         raise SuiteError(f"{src} holds no records", "check the input file")
     return ADAPTERS[fmt](records, source=Path(src).name, **options)
+
+
+def convert_all(fmt: str, src: str, **options: Any) -> Conversion:
+    """:func:`convert`, but the records that cannot be read come back in
+    ``Conversion.skipped`` beside the tasks of the others instead of as an error."""
+    try:
+        tasks = convert(fmt, src, **options)
+    except UnreadableRecordsError as exc:
+        return exc.conversion
+    return Conversion(tuple(tasks), tuple(range(len(tasks))))
 

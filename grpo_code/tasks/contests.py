@@ -14,13 +14,15 @@ adapter they keep what these datasets say about their tests:
   and MapCoder's APPS selection (``description``, ``test_list``, ``starter_code``).
   stdin/stdout problems become ``io`` tests; call-based ones (``fn_name``, or a function
   in MapCoder's starter code) become ``call`` tests, or ``script`` tests calling
-  ``Solution().method(...)`` for LeetCode-style class starters.
+  ``Solution().method(...)`` for LeetCode-style class starters. MapCoder's one-argument-
+  per-line inputs are read by :mod:`grpo_code.tasks.mapcoder`.
 
 Statements read for how answers are judged: "print any of them" and the like set
 ``metadata.needs_checker`` (exact comparison would fail a different correct answer);
 "YES/NO in any case" sets ``ignore_case`` on the io tests. Nothing is dropped quietly: a
-record that cannot be read, or a task left without tests, is an error naming the record
-and the field.
+record that cannot be read, or a task left without tests, is a
+:class:`~grpo_code.tasks.records.RecordError` naming the record and the field, collected
+with every other such record (:func:`~grpo_code.tasks.records.convert_each`).
 """
 
 from __future__ import annotations
@@ -32,10 +34,19 @@ import re
 from typing import Any
 
 from grpo_code.errors import SuiteError
-from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, io_test, wrong_adapter
+from grpo_code.tasks.mapcoder import DEF, call_args, starter_function
+from grpo_code.tasks.records import (
+    HINT,
+    STDIN_INSTRUCTION,
+    Record,
+    RecordError,
+    convert_each,
+    first_key,
+    io_test,
+    wrong_adapter,
+)
 
 GROUPS = ("public", "private", "generated")
-_HINT = "is this file in the format you named? (docs/tasks.md, Converting public benchmarks)"
 
 # CodeContests enums (its problem proto): solution languages, difficulties, sources.
 _PYTHON3 = (3, "PYTHON3")
@@ -69,8 +80,8 @@ def case_insensitive(statement: str) -> bool:
     return bool(_ANY_CASE.search(statement) and _YES.search(statement))
 
 
-def _bad(where: str, problem: str, hint: str = _HINT) -> SuiteError:
-    return SuiteError(f"{where}: {problem}", hint)
+def _bad(where: str, problem: str, hint: str = HINT) -> RecordError:
+    return RecordError(where, problem, hint)
 
 
 def _json_field(value: Any, where: str) -> Any:
@@ -103,7 +114,7 @@ def _statement(r: Record, keys: tuple[str, ...], where: str) -> str:
         value = r.get(key)
         if isinstance(value, str) and value.strip():
             return value
-    raise _bad(where, f"{keys[0]}: missing or empty (the problem statement)")
+    raise _bad(f"{where}: {keys[0]}", "missing or empty (the problem statement)")
 
 
 # --------------------------------------------------------------------------- codecontests
@@ -220,16 +231,16 @@ def codecontests(records: list[Record], source: str = "codecontests",
     every task (else a record's own ``split``); ``float_tol``: compare tokens with this
     tolerance."""
     chosen = _groups(tests)
-    out = []
-    for i, r in enumerate(records):
-        name = next((r[k] for k in ("name", "id", "problem_id") if r.get(k) not in (None, "")), None)
-        where = f"{source}[{i}]" + (f" ({name})" if name is not None else "")
+    ident = first_key("name", "id", "problem_id")
+
+    def one(r: Record, i: int, where: str) -> Record:
+        name = ident(r)
         wrong_adapter(r, "codecontests", where, accepts=("codecontests",))
         if "description" not in r and "problem" in r and "tests" in r:
             text = _statement(r, ("problem",), where)
-            if chosen != GROUPS:
-                raise _bad(where, f"its tests are not split into groups, so --tests {','.join(chosen)} "
-                           "cannot select from them", "drop --tests for this file")
+            if chosen != GROUPS:  # about the option, not this record: stop
+                raise SuiteError(f"{where}: its tests are not split into groups, so --tests {','.join(chosen)} "
+                                 "cannot select from them", "drop --tests for this file")
             pairs = {"tests": _rllm_pairs(r, where)}
             limits, reference, meta = {}, None, {}
         else:
@@ -238,7 +249,8 @@ def codecontests(records: list[Record], source: str = "codecontests",
             limits, reference, meta = _limits(r, where), _python3_solution(r.get("solutions"), where), \
                 _contest_metadata(r)
         if not any(pairs.values()):
-            raise _bad(where, f"no tests in groups {','.join(pairs)}",
+            fields = ",".join(g if g == "tests" else f"{g}_tests" for g in pairs)
+            raise _bad(f"{where}: {fields}", f"no tests in groups {','.join(pairs)}",
                        "select more groups with --tests, or remove the record")
         ignore_case = case_insensitive(text)
         task: Record = {
@@ -259,31 +271,16 @@ def codecontests(records: list[Record], source: str = "codecontests",
             task["limits"] = limits
         if reference:
             task["reference"] = reference
-        out.append(task)
-    return out
+        return task
+
+    return convert_each(records, source, one, ident)
 
 
 # --------------------------------------------------------------------------- apps
 
-_DEF = re.compile(r"^[ \t]*def\s+([A-Za-z_]\w*)\s*\((.*?)\)\s*(?:->[^:]*)?:", re.M | re.S)
 
-
-def _starter_function(starter: str, where: str) -> tuple[str, bool, int, int, bool]:
-    """``(name, is_method, required, total, varargs)`` of the function a starter code
-    defines (for ``class Solution``: its first method, ``self`` not counted)."""
-    method = bool(re.search(r"^\s*class\s+Solution\b", starter, re.M))
-    for match in _DEF.finditer(starter):
-        name, params = match.groups()
-        if name.startswith("__"):
-            continue
-        try:
-            fn = ast.parse(f"def _f({params}): pass").body[0]
-        except SyntaxError:
-            raise _bad(f"{where}: starter_code", f"cannot read the parameters of {name}()") from None
-        positional = fn.args.posonlyargs + fn.args.args
-        total = len(positional) - (1 if method and positional else 0)
-        return name, method, total - len(fn.args.defaults), total, fn.args.vararg is not None
-    raise _bad(f"{where}: starter_code", "defines no function")
+def _apps_id(r: Record) -> Any:
+    return r.get("problem_id", r.get("id"))
 
 
 def _literal(value: Any, where: str) -> str:
@@ -322,32 +319,6 @@ def _call_prompt(text: str, fn: str, method: bool, starter: str) -> str:
             f"is called and its return value checked:\n```python\n{starter.strip()}\n```")
 
 
-def _mapcoder_args(line_text: str, required: int, total: int, varargs: bool, where: str) -> list:
-    """MapCoder wrote each argument with ``str()``, one per line. A line is read as a
-    Python literal when ``str()`` of that literal gives the line back (``12``, ``True``,
-    ``[1, 2]``), else as a string (``apple``, ``'quoted'``)."""
-
-    def value(text: str) -> Any:
-        try:
-            parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            return text
-        if str(parsed) == text or (isinstance(parsed, (list, tuple, dict)) and text.strip()[:1] in "[({"):
-            return parsed  # containers may have been written by hand, without str()'s spacing
-        return text
-
-    if total == 0 and not varargs:
-        return []
-    if total == 1 and not varargs:
-        return [value(line_text)]  # one argument: a string argument may hold newlines
-    lines = line_text.split("\n")
-    if len(lines) < required or (len(lines) > total and not varargs):
-        raise _bad(where, f"{len(lines)} lines for a function of {total} parameters "
-                   "(a string argument holding a newline cannot be told apart)",
-                   "convert the APPS original with input_output instead")
-    return [value(line) for line in lines]
-
-
 def _apps_fields(text: str, starter: str, float_tol: float | None, where: str,
                  call: tuple[str, bool, list[tuple[list, Any]]] | None = None,
                  io: list[tuple[str, str]] | None = None) -> tuple[Record, Record]:
@@ -366,6 +337,13 @@ def _apps_fields(text: str, starter: str, float_tol: float | None, where: str,
             "tests": [io_test(a, b, float_tol, ignore_case) for a, b in io or []]}, meta
 
 
+def _starter(r: Record, where: str) -> str:
+    starter = r.get("starter_code") or ""
+    if not isinstance(starter, str):
+        raise _bad(f"{where}: starter_code", f"is {type(starter).__name__}, expected a string")
+    return starter
+
+
 def _apps_record(r: Record, where: str, float_tol: float | None) -> tuple[Record, Record]:
     """APPS's own shape: ``input_output`` holds ``inputs``, ``outputs`` and, for call-based
     problems, ``fn_name`` (each input the argument list, each output ``[expected]``)."""
@@ -381,7 +359,7 @@ def _apps_record(r: Record, where: str, float_tol: float | None) -> tuple[Record
         raise _bad(f"{where}: input_output", f"{len(inputs)} inputs but {len(outputs)} outputs")
     if not inputs:
         raise _bad(f"{where}: input_output", "no tests", "remove the record")
-    starter = r.get("starter_code") or ""
+    starter = _starter(r, where)
     fn = io.get("fn_name")
     if fn:
         if not isinstance(fn, str) or not fn.isidentifier():
@@ -414,12 +392,12 @@ def _mapcoder_record(r: Record, where: str, float_tol: float | None) -> tuple[Re
     for j, t in enumerate(tests):
         if not isinstance(t, dict) or not isinstance(t.get("input"), str) or not isinstance(t.get("output"), list):
             raise _bad(f"{where}: test_list[{j}]", "expected {input: str, output: [...]}")
-    starter = r.get("starter_code") or ""
-    if _DEF.search(starter):
-        fn, method, required, total, varargs = _starter_function(starter, where)
-        cases = [(_mapcoder_args(t["input"], required, total, varargs, f"{where}: test_list[{j}].input"),
-                  _unwrap(t["output"])) for j, t in enumerate(tests)]
-        return _apps_fields(text, starter, float_tol, where, call=(fn, method, cases))
+    starter = _starter(r, where)
+    if DEF.search(starter):
+        fn = starter_function(starter, where)
+        cases = [(call_args(t["input"], fn, f"{where}: test_list[{j}].input"), _unwrap(t["output"]))
+                 for j, t in enumerate(tests)]
+        return _apps_fields(text, starter, float_tol, where, call=(fn.name, fn.method, cases))
     # A one-element output list holds the stdout; a longer one, its lines.
     pairs = [(t["input"], _text(t["output"][0] if len(t["output"]) == 1 else t["output"],
                                 f"{where}: test_list[{j}].output")) for j, t in enumerate(tests)]
@@ -432,10 +410,9 @@ def apps(records: list[Record], source: str = "apps", split: str | None = None,
 
     ``split``: ``metadata.split`` of every task (else a record's own ``split``, else
     ``test``); ``float_tol``: io tests compare tokens with this tolerance."""
-    out = []
-    for i, r in enumerate(records):
-        ident = r.get("problem_id", r.get("id"))
-        where = f"{source}[{i}]" + (f" ({ident})" if ident is not None else "")
+
+    def one(r: Record, i: int, where: str) -> Record:
+        ident = _apps_id(r)
         wrong_adapter(r, "apps", where, accepts=("apps",))
         if "test_list" in r:
             fields, meta = _mapcoder_record(r, where, float_tol)
@@ -451,5 +428,6 @@ def apps(records: list[Record], source: str = "apps", split: str | None = None,
             task["public_tests"] = shown[:2]
         if r.get("difficulty"):
             task["metadata"]["difficulty"] = r["difficulty"]
-        out.append(task)
-    return out
+        return task
+
+    return convert_each(records, source, one, _apps_id)

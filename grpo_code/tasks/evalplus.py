@@ -28,7 +28,8 @@ from typing import Any
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.executor.codec import suite_tree
 from grpo_code.tasks.examples import docstring_examples, prompt_assert
-from grpo_code.tasks.records import Record
+from grpo_code.tasks.helpers import prompt_helpers
+from grpo_code.tasks.records import Record, RecordError, convert_each, first_key
 
 # MBPP+ tasks (by number) whose JSON inputs evalplus turns back into other types.
 _TUPLE_ARGS = {2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630, 726, 740,
@@ -137,26 +138,38 @@ def evalplus(records: list[Record], source: str = "evalplus", tests: str = "all"
     function the docstring describes) records, one ``call`` test per input."""
     if tests not in ("all", "base", "plus"):
         raise SuiteError(f"--tests {tests!r} is not base, plus or all", "evalplus inputs come as base and plus")
-    out = []
-    for i, r in enumerate(records):
-        task_id = r.get("task_id")
-        where = f"{source}[{i}]" + (f" ({task_id})" if task_id else "")
+    hint = "is this an evalplus release file (HumanEval+ or MBPP+)?"
+
+    def one(r: Record, i: int, where: str) -> Record:
         for key in ("task_id", "prompt", "entry_point", "canonical_solution", "base_input", "plus_input"):
             if r.get(key) is None:
-                raise SuiteError(f"{where}: {key}: missing", "is this an evalplus release file (HumanEval+ or MBPP+)?")
-        dataset = "humaneval" if str(task_id).startswith("HumanEval/") else "mbpp"
-        entry, atol = r["entry_point"], float(r.get("atol") or 0)
+                raise RecordError(f"{where}: {key}", "missing", hint)
+        for key in ("prompt", "entry_point", "canonical_solution"):
+            if not isinstance(r[key], str):
+                raise RecordError(f"{where}: {key}", f"is {type(r[key]).__name__}, expected a string", hint)
+        task_id = str(r["task_id"])
+        dataset = "humaneval" if task_id.startswith("HumanEval/") else "mbpp"
+        entry = r["entry_point"]
+        try:
+            atol = float(r.get("atol") or 0)
+        except (TypeError, ValueError):
+            raise RecordError(f"{where}: atol", f"{r['atol']!r} is not a number", hint) from None
         # MBPP+ v0.2.0 has `"plus_input": {}` for Mbpp/793: no inputs, as evalplus reads it.
         groups = {k: ([] if r[f"{k}_input"] == {} else r[f"{k}_input"]) for k in ("base", "plus")}
         for name, inputs in groups.items():
             if not isinstance(inputs, list) or not all(isinstance(a, list) for a in inputs):
-                raise SuiteError(f"{where}: {name}_input: must be a list of argument lists", "check the file")
+                raise RecordError(f"{where}: {name}_input", "must be a list of argument lists", "check the file")
         if dataset == "mbpp":
             try:
-                number = int(str(task_id).split("/")[-1])
+                number = int(task_id.split("/")[-1])
             except ValueError:
-                raise SuiteError(f"{where}: task_id: {task_id!r} is not Mbpp/N", "check the file") from None
-            groups = {k: mbpp_inputs(number, v) for k, v in groups.items()}
+                raise RecordError(f"{where}: task_id", f"{task_id!r} is not Mbpp/N", "check the file") from None
+            for name, inputs in groups.items():
+                try:
+                    groups[name] = mbpp_inputs(number, inputs)
+                except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+                    raise RecordError(f"{where}: {name}_input", f"does not have the argument types evalplus "
+                                      f"gives Mbpp/{number}", "check the file") from None
         chosen = {k: v for k, v in groups.items() if tests in ("all", k)}
         reference = (r["prompt"] + r["canonical_solution"]) if dataset == "humaneval" else r["canonical_solution"]
         checker = _checker_for(entry, dataset)
@@ -173,9 +186,10 @@ def evalplus(records: list[Record], source: str = "evalplus", tests: str = "all"
                     test["checker"] = checker
                 task_tests.append(test)
         if not task_tests:
-            raise SuiteError(f"{where}: no {tests} inputs", "choose --tests all")
+            group = "base" if tests == "all" else tests
+            raise RecordError(f"{where}: {group}_input", f"no {tests} inputs", "choose --tests all")
         task: Record = {
-            "id": str(task_id),
+            "id": task_id,
             "prompt": r["prompt"] if dataset == "humaneval" else _mbpp_prompt(r["prompt"]),
             "language": "python",
             "mode": "complete" if dataset == "humaneval" else "instruct",
@@ -191,8 +205,12 @@ def evalplus(records: list[Record], source: str = "evalplus", tests: str = "all"
             task["public_tests"] = public
         if checker:
             task["checkers"] = {checker: _CHECKERS[checker].replace("ATOL", repr(atol))}
-        out.append(task)
-    return out
+        helpers = prompt_helpers(r["prompt"], entry) if dataset == "humaneval" else None
+        if helpers:  # for its script tests: the prompt's definitions, never the program's
+            task["helpers"] = helpers
+        return task
+
+    return convert_each(records, source, one, first_key("task_id"))
 
 
 def _mbpp_prompt(prompt: str) -> str:

@@ -2,9 +2,18 @@
 
 What every adapter shares, below :mod:`grpo_code.tasks.adapters` and
 :mod:`grpo_code.tasks.contests` so neither imports the other for it: reading records from a
-file or the hub (:func:`read_records`), refusing records of another known format
+file or the hub (:func:`read_records`), the loop that converts every record and collects
+the ones it cannot read (:func:`convert_each`), refusing records of another known format
 (:func:`wrong_adapter`), and the pieces of a task record several adapters build
 (:func:`io_test`, :data:`STDIN_INSTRUCTION`).
+
+Unreadable records: an adapter's per-record function raises :class:`RecordError` naming the
+record's field and the reason; :func:`convert_each` tries every record, turns each such
+error into an :class:`Unreadable` (index, id, field, reason) and, when there are any, raises
+:class:`UnreadableRecordsError` listing them all, with the tasks of the other records
+attached (``grpo-code tasks convert --skip-invalid`` writes those). An error that concerns
+the whole file (records of another format, an option that does not apply) is a plain
+:class:`~grpo_code.errors.SuiteError` and stops at once.
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +32,102 @@ Record = dict[str, Any]
 
 STDIN_INSTRUCTION = ("Write a complete Python program that reads the input from standard input "
                      "and prints the answer to standard output.")
+HINT = "is this file in the format you named? (docs/tasks.md, Converting public benchmarks)"
+SKIP_HINT = "`grpo-code tasks convert ... --skip-invalid` converts the other records and lists the skipped ones"
+
+
+class RecordError(SuiteError):
+    """One record cannot be read. ``where`` is the record and its field, as adapters write
+    them (``apps[3] (42): test_list[0].input``), ``reason`` what is wrong there."""
+
+    def __init__(self, where: str, reason: str, hint: str | None = HINT):
+        super().__init__(f"{where}: {reason}", hint)
+        self.where = where
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A record left out of a conversion: its index in the file, its id (None: it has
+    none), the field that could not be read and why."""
+
+    index: int
+    id: str | None
+    field: str
+    reason: str
+    hint: str | None = None
+
+    def describe(self, source: str) -> str:
+        return f"{record_where(source, self.index, self.id)}: {self.field}: {self.reason}"
+
+    def to_dict(self) -> Record:
+        """The entry ``suite.yaml`` keeps under ``skipped:``."""
+        return {"index": self.index, "id": self.id, "field": self.field, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What an adapter made of a file: the tasks of the records it read (``indices``: the
+    record each came from) and the records it could not read."""
+
+    tasks: tuple[Record, ...]
+    indices: tuple[int, ...]
+    skipped: tuple[Unreadable, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return len(self.tasks) + len(self.skipped)
+
+
+class UnreadableRecordsError(SuiteError):
+    """Some records of a file cannot be read: ``conversion`` lists them all and holds the
+    tasks of the others."""
+
+    SHOWN = 5
+
+    def __init__(self, source: str, conversion: Conversion):
+        self.source = source
+        self.conversion = conversion
+        problems = conversion.skipped
+        shown = "; ".join(p.describe(source) for p in problems[:self.SHOWN])
+        more = f"; +{len(problems) - self.SHOWN} more" if len(problems) > self.SHOWN else ""
+        count = f"{len(problems)} of {conversion.total} records cannot be read: " if len(problems) > 1 else ""
+        own = problems[0].hint if len(problems) == 1 and problems[0].hint else "fix or remove them"
+        super().__init__(count + shown + more, f"{own}; {SKIP_HINT}")
+
+
+def record_where(source: str, index: int, ident: Any = None) -> str:
+    """How errors name a record: ``apps.jsonl[3] (4123)`` (the id when it has one)."""
+    return f"{source}[{index}]" + (f" ({ident})" if ident is not None else "")
+
+
+def first_key(*keys: str) -> Callable[[Record], Any]:
+    """A record's id: the first of ``keys`` it has a non-empty value for (None: none)."""
+    return lambda r: next((r[k] for k in keys if r.get(k) not in (None, "")), None)
+
+
+def convert_each(records: list[Record], source: str, one: Callable[[Record, int, str], Record],
+                 ident: Callable[[Record], Any]) -> list[Record]:
+    """The loop every adapter shares: ``one(record, index, where)`` turns a record into a task
+    or raises :class:`RecordError`. Every record is tried; when some cannot be read,
+    :class:`UnreadableRecordsError` lists them all and carries the others' tasks."""
+    tasks: list[Record] = []
+    indices: list[int] = []
+    skipped: list[Unreadable] = []
+    for i, record in enumerate(records):
+        raw = ident(record)
+        rid = None if raw is None else str(raw)
+        where = record_where(source, i, rid)
+        try:
+            tasks.append(one(record, i, where))
+        except RecordError as exc:
+            field = exc.where.removeprefix(where).removeprefix(": ").replace(": ", ".") or "(record)"
+            skipped.append(Unreadable(i, rid, field, exc.reason, exc.hint))
+            continue
+        indices.append(i)
+    if skipped:
+        raise UnreadableRecordsError(source, Conversion(tuple(tasks), tuple(indices), tuple(skipped)))
+    return tasks
 
 
 def read_records(src: str) -> list[Record]:

@@ -10,6 +10,10 @@ A suite is referenced by
 
 Splits: a task's ``metadata.split`` names its split; a split may also be an id range
 ``A-B`` over the number in the task ids (MBPP's customary 11-510 test range), or ``all``.
+
+A suite converted with ``tasks convert --skip-invalid`` lists the records it left out in
+``suite.yaml`` (``skipped:``, each with ``index``, ``id``, ``field``, ``reason``), read back
+as :attr:`Suite.skipped`.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from grpo_code import resources
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Limits, LimitsError
 from grpo_code.tasks.adapters import ADAPTERS, convert
+from grpo_code.tasks.records import Conversion, Unreadable
 from grpo_code.tasks.schema import MODES, Task, task_from_dict
 
 SUITE_KEYS = ("name", "description", "language", "mode", "limits", "system_prompt", "prompt_template",
-              "source", "license")
+              "source", "license", "skipped")
+SKIPPED_KEYS = ("index", "id", "field", "reason")
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class Suite:
     source: str | None = None
     license: str | None = None
     path: str | None = None
+    skipped: tuple[Unreadable, ...] = ()  # records left out when the suite was converted
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -114,6 +121,33 @@ def _read_suite_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _skipped(data: Any, where: str) -> tuple[Unreadable, ...]:
+    """``suite.yaml``'s ``skipped:``: the records a conversion left out."""
+    hint = "each entry of skipped is {index, id, field, reason}, as `grpo-code tasks convert --skip-invalid` writes"
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise SuiteError(f"{where}: skipped: is {type(data).__name__}, expected a list", hint)
+    out = []
+    for j, entry in enumerate(data):
+        at = f"{where}: skipped[{j}]"
+        if not isinstance(entry, dict):
+            raise SuiteError(f"{at}: is {type(entry).__name__}, expected a mapping", hint)
+        unknown = sorted(set(entry) - set(SKIPPED_KEYS), key=str)
+        if unknown:
+            raise SuiteError(f"{at}.{unknown[0]}: unknown key (known: {', '.join(SKIPPED_KEYS)})", hint)
+        index, ident = entry.get("index"), entry.get("id")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise SuiteError(f"{at}.index: {index!r} is not a record number", hint)
+        if ident is not None and (isinstance(ident, bool) or not isinstance(ident, (str, int))):
+            raise SuiteError(f"{at}.id: {ident!r} is not a record id", hint)
+        for key in ("field", "reason"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise SuiteError(f"{at}.{key}: {entry.get(key)!r} is not a non-empty string", hint)
+        out.append(Unreadable(index, None if ident is None else str(ident), entry["field"], entry["reason"]))
+    return tuple(out)
+
+
 def _limits(data: Any, where: str) -> Limits:
     try:
         return Limits.from_dict(data)
@@ -164,6 +198,7 @@ def load_suite_dir(path: Path) -> Suite:
         source=meta.get("source"),
         license=meta.get("license"),
         path=str(path),
+        skipped=_skipped(meta.get("skipped"), str(meta_path)),
     )
 
 
@@ -181,6 +216,30 @@ def suite_from_records(name: str, records: Iterable[Any], where: str, **meta: An
     if not tasks:
         raise SuiteError(f"{where} produced no tasks", "check the input file or callable")
     return Suite(name=name, tasks=tuple(tasks), language=tasks[0].language, mode=tasks[0].mode, path=where, **meta)
+
+
+def converted_tasks(conversion: Conversion, source: str) -> tuple[list[Task], list[Unreadable]]:
+    """The tasks of a conversion, validated as a suite validates them, and every record
+    that did not make one: those the adapter could not read, those whose task is invalid,
+    and those whose id an earlier record already has (sorted by record)."""
+    tasks: list[Task] = []
+    skipped = list(conversion.skipped)
+    seen: dict[str, int] = {}
+    for record, index in zip(conversion.tasks, conversion.indices, strict=True):
+        rid = None if record.get("id") is None else str(record["id"])
+        where = f"{source}[{index}]"
+        try:
+            task = task_from_dict(record, where)
+        except SuiteError as exc:
+            skipped.append(Unreadable(index, rid, "(converted task)", exc.what.removeprefix(f"{where}: "), exc.hint))
+            continue
+        if task.id in seen:
+            skipped.append(Unreadable(index, task.id, "id", f"{task.id!r} is also the id of record {seen[task.id]}",
+                                      "ids must be unique"))
+            continue
+        seen[task.id] = index
+        tasks.append(task)
+    return tasks, sorted(skipped, key=lambda p: p.index)
 
 
 def _search_paths(extra: Iterable[str] = ()) -> list[Path]:
@@ -256,6 +315,8 @@ def write_suite(suite: Suite, dest: Path, extra_meta: dict[str, Any] | None = No
     for key in ("system_prompt", "prompt_template", "source", "license"):
         if getattr(suite, key):
             meta[key] = getattr(suite, key)
+    if suite.skipped:
+        meta["skipped"] = [p.to_dict() for p in suite.skipped]
     meta.update(extra_meta or {})
     (dest / "suite.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, allow_unicode=True))
     tmp = dest / "tasks.jsonl.partial"
