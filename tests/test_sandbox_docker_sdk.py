@@ -57,6 +57,8 @@ def test_every_isolation_setting_reaches_the_engine(channel_dir):
     assert hc["SecurityOpt"] == ["no-new-privileges"]  # --security-opt
     assert hc["LogConfig"] == {"Type": "none", "Config": {}}  # --log-driver none
     assert hc["Ulimits"] == [{"Name": "core", "Soft": 0, "Hard": 0}]  # --ulimit core=0
+    assert hc["Sysctls"] == {"kernel.shmmax": str(128 * mb), "kernel.shmall": str(128 * mb // 4096),  # --sysctl
+                             "kernel.shmmni": "32", "kernel.msgmni": "16", "kernel.msgmnb": "16384"}
     assert hc["AutoRemove"] is True  # --rm
     assert not hc.get("Privileged")
     assert body["User"] == f"{db.SANDBOX_UID}:{db.SANDBOX_UID}"  # --user (not root)

@@ -18,7 +18,7 @@ import sandbox_cases as cases
 
 from conftest import need_image
 from grpo_code.config import SandboxConfig
-from grpo_code.sandbox import CallTest, Job, Limits, Sandbox, ScriptTest, Status, Verdict
+from grpo_code.sandbox import CallTest, IoTest, Job, Limits, Sandbox, ScriptTest, Status, Verdict
 from grpo_code.tasks import adapters
 from grpo_code.tasks.records import read_records
 
@@ -278,13 +278,120 @@ def test_no_test_can_renice_or_reprioritise_the_harness_for_later_ones(sandbox):
         "    try:\n        group = os.getpgid(p)\n        os.setpgid(0, group)\n    except OSError:\n        continue\n"
         "    attempt(f'setpriority PRIO_PGRP of {p}', lambda: os.setpriority(os.PRIO_PGRP, 0, 19) or True)\n"
         "    attempt(f'ioprio WHO_PGRP of {p}', lambda: libc.syscall(IOPRIO_SET, 2, 0, IDLE) == 0)\n"
+        # On itself too: a nice or idle test on a loaded machine would wait for a CPU until
+        # the wall-clock backstop, past the host's deadline.
         "attempt('own nice', lambda: os.setpriority(os.PRIO_PROCESS, 0, 5) or True)\n"
+        "attempt('own SCHED_IDLE', lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)) or True)\n"
+        "attempt('own affinity', lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)) or True)\n"
         "print(done)\n",
         "assert True")
     before, meddled, after = (r.tests[0].stdout for r in sandbox.run([reader, meddler, reader]))
-    assert meddled.strip() == "['own nice']", meddled  # on itself, and only on itself
+    assert meddled.strip() == "['own affinity']", meddled  # only its own affinity
     before, after = json.loads(before), json.loads(after)
     assert before["me"] == after["me"] == [0, before["me"][1]], (before["me"], after["me"])
     common = set(before["others"]) & set(after["others"])
     assert len(common) >= 2, (before, after)  # the executor and the zygote at least
     assert {p: before["others"][p] for p in common} == {p: after["others"][p] for p in common}
+
+
+# --------------------------------------------------------------------------- red-team round (#26)
+
+MEMFD_HOG = """
+import os, time
+def hog(n):
+    fds = []
+    for _ in range(n):
+        fd = os.memfd_create('x')
+        for _ in range(15):
+            os.write(fd, b'x' * (1 << 20))
+        fds.append(fd)
+    return fds
+os.fork()
+fds = hog(45)  # two processes, 1.35 GB written to memory files: RLIMIT_AS does not see it
+time.sleep(3)
+def f(x):
+    return x
+"""
+
+SYSV_HOG = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+made = 0
+for _ in range(11):  # 1.1 GB that would outlive the program
+    sid = libc.shmget(0, ctypes.c_size_t(100 << 20), 0o1600)
+    if sid < 0:
+        break
+    p = libc.shmat(sid, None, 0)
+    ctypes.memset(p, 1, 100 << 20)
+    libc.shmdt(ctypes.c_void_p(p))
+    made += 1
+def f(x):
+    return x
+"""
+
+
+def _docker_only(sandbox) -> None:
+    if sandbox.backend == "local":
+        pytest.skip("fills the container's memory: docker only")
+
+
+def test_memory_filled_outside_the_address_space_limit_is_the_program_s(sandbox):
+    _docker_only(sandbox)
+    hog = Job(MEMFD_HOG, (CallTest("f", (1,), 1),), limits=Limits(timeout_s=5.0, memory_mb=256))
+    # The OOM killer takes the test's processes (oom_score_adj 1000), never the executor.
+    only(sandbox.run([hog])[0], {Verdict.MEMORY})
+    then_right_answers_pass(sandbox)
+
+
+def test_system_v_memory_left_behind_cannot_starve_later_tests(sandbox):
+    _docker_only(sandbox)
+    job = Job(SYSV_HOG, (CallTest("f", (1,), 1), ScriptTest("x = [0] * (20 * 2**20)\nassert f(1) == 1"),
+                         ScriptTest("assert made <= 1, made")), limits=Limits(timeout_s=5.0, memory_mb=256))
+    [result] = sandbox.run([job])
+    assert result.status is Status.PASS, result  # segments past the container's IPC limit are refused
+
+
+def test_wiping_thousands_of_directories_fits_the_deadline(sandbox):
+    job = Job("import os\nfor i in range(16000):\n    os.mkdir(f'd{i}')\n    open(f'd{i}/f', 'w').close()\n"
+              "def f(x):\n    return x\n", (CallTest("f", (1,), 1),), limits=Limits(timeout_s=0.5, memory_mb=256))
+    [result] = sandbox.run([job])
+    assert result.status in (Status.PASS, Status.FAIL), result  # never "no answer within the deadline"
+    then_right_answers_pass(sandbox)
+
+
+def test_a_lone_surrogate_in_a_cpp_program_is_for_the_compiler_to_judge(sandbox):
+    _docker_only(sandbox)
+    job = Job("// \ud800\n#include <cstdio>\nint main() { int a, b; scanf(\"%d %d\", &a, &b); printf(\"%d\\n\", a + b); }\n",
+              (IoTest("1 2\n", "3\n"),), language="cpp")
+    [result] = sandbox.run([job])
+    assert result.status is Status.PASS, result
+
+
+def test_a_judge_that_grew_is_replaced_before_the_next_job(sandbox):
+    _docker_only(sandbox)
+    # The judge: the executor's child that is not the zygote; its pid and size (KiB).
+    sizes = ("import os\ndef judge():\n    for p in os.listdir('/proc'):\n"
+             "        if not p.isdigit() or int(p) in (1, os.getpid()):\n            continue\n"
+             "        try:\n            status = open(f'/proc/{p}/status').read()\n"
+             "            cmdline = open(f'/proc/{p}/cmdline', 'rb').read()\n"
+             "        except OSError:\n            continue\n"
+             "        fields = dict(line.split(':', 1) for line in status.splitlines() if ':' in line)\n"
+             "        if fields['PPid'].strip() == '1' and b'--zygote' not in cmdline:\n"
+             "            return f\"{p} {fields['VmSize'].split()[0]}\"\n")
+    # The judge imports the standard modules a program's names hold.
+    grow = "\n".join(f"try:\n    import {m}\nexcept ImportError:\n    pass" for m in (
+        "asyncio", "email.mime.multipart", "xml.etree.ElementTree", "http.server", "unittest", "doctest",
+        "sqlite3", "ssl", "decimal", "pydoc_data.topics", "argparse", "logging.handlers", "csv", "difflib",
+        "inspect", "pdb", "tarfile", "zipfile", "lzma", "bz2", "configparser", "mailbox", "imaplib", "smtplib",
+        "xmlrpc.server", "concurrent.futures", "multiprocessing", "pickletools", "tkinter", "curses",
+        "idlelib", "turtle", "wsgiref.simple_server", "urllib.request", "ftplib", "telnetlib", "nntplib"))
+    probe = "print(judge())"
+    runs = sandbox.run([cases.script(sizes, probe), cases.script(sizes, probe),
+                        cases.script(grow + "\n" + sizes, probe), cases.script(sizes, probe)])
+    (first, kib), (same, _), (grown, grown_kib), (after, _) = [r.tests[0].stdout.split() for r in runs]
+    assert first == same == grown, runs  # one judge serves job after job
+    assert int(grown_kib) > int(kib) + 16 * 1024, (kib, grown_kib)  # it grew during the third job
+    assert after != grown, runs  # and was replaced before the fourth

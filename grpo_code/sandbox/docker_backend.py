@@ -181,6 +181,9 @@ def container_spec(
         "security_opt": ["no-new-privileges"],  # --security-opt no-new-privileges
         "log_config": LogConfig(type="none"),  # --log-driver none
         "ulimits": [Ulimit(name="core", soft=0, hard=0)],  # --ulimit core=0
+        # --sysctl: System V shared memory and message queues outlive the processes that made
+        # them, so no OOM kill frees them: their total is kept to the tmpfs's size.
+        "sysctls": ipc_sysctls(tmpfs_mb),
     }
     if channel_dir:  # -d -v DIR:/run/grpo-code:ro
         host_config["binds"] = {channel_dir: {"bind": CHANNEL_MOUNT, "mode": "ro"}}
@@ -206,6 +209,13 @@ def container_spec(
         "detach": bool(channel_dir),
     }
     return ContainerSpec(config, host_config)
+
+
+def ipc_sysctls(tmpfs_mb: int) -> dict[str, str]:
+    """The container's System V IPC limits (its own IPC namespace): shared memory in all at
+    most ``tmpfs_mb`` MiB, 32 segments; 16 message queues of 16 KiB."""
+    return {"kernel.shmmax": str(tmpfs_mb << 20), "kernel.shmall": str((tmpfs_mb << 20) // 4096),
+            "kernel.shmmni": "32", "kernel.msgmni": "16", "kernel.msgmnb": "16384"}
 
 
 def create_container(spec: ContainerSpec) -> str:

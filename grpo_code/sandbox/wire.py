@@ -13,7 +13,9 @@ import math
 from typing import Any
 
 from grpo_code.sandbox.executor.budget import cpu_budget_s
+from grpo_code.sandbox.executor.pyjob import CHECKER_MIN_S
 from grpo_code.sandbox.executor.runners import RUNNERS
+from grpo_code.sandbox.executor.zygote import REPLY_S as ZYGOTE_REPLY_S
 from grpo_code.sandbox.types import Job
 
 JOB_PART_BYTES = 16 * 1024 * 1024
@@ -79,10 +81,17 @@ def job_deadline_s(wire: dict[str, Any]) -> float:
     """How long the host waits for a job before it declares the sandbox hung."""
     # Time limits are on CPU time; the wall clock of a test on a loaded machine can be a
     # few times its limit (the executor's own backstop is 10x), so allow 4x here.
-    # Judging what a test returned has a CPU budget of its own (executor/budget.py).
+    # Judging what a test returned has a CPU budget of its own (executor/budget.py); a
+    # checker may take max(10 s, 2 x timeout_s) (executor/pyjob.py); a Python test's
+    # process is reported by the zygote, which a leftover process can hold up for up to
+    # ZYGOTE_REPLY_S before it is replaced. None of that may be the program's way to an
+    # infra_error, so all of it is allowed for.
     timeout_s = float(wire["limits"]["timeout_s"])
     per_test = 4 * (timeout_s + cpu_budget_s(timeout_s)) + 1.0
-    deadline = 10.0 + math.ceil(per_test * len(wire["tests"]) * 1.2)
+    if wire.get("language", "python") == "python":
+        per_test += ZYGOTE_REPLY_S
+    checking = sum(1 for t in wire["tests"] if t.get("checker")) * max(CHECKER_MIN_S, 2 * timeout_s)
+    deadline = 10.0 + math.ceil((per_test * len(wire["tests"]) + checking) * 1.2)
     if "compile_timeout_s" in wire["limits"]:
         # at most one build per test kind (C++: the program alone for io, with the tests for script)
         builds = len({t["kind"] for t in wire["tests"]})

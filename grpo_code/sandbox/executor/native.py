@@ -25,6 +25,7 @@ from .pychild import (
     REPORT_LIMIT,
     confine,
     default_signals,
+    first_to_go,
     place_fds,
     prepare_seccomp,
     set_limits,
@@ -59,6 +60,7 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None) -> N
         import resource
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        first_to_go()
         mem = int(launch.memory_mb) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         default_signals()

@@ -75,27 +75,31 @@ def prctl(option: int, value: int) -> bool:
 
 # --------------------------------------------------------------------------- seccomp
 
-# Syscalls that act on another process, per architecture, and the rule that keeps each
-# to the caller. Same-uid processes may call them on each other even when the target is
-# non-dumpable: a program could lower the zygote's or the judge's limits (prlimit), or
-# starve them (SCHED_IDLE, nice 19, idle I/O priority), and so change other tests'
-# verdicts. "pid": the pid (argument 0) must be 0, the caller. "prio" (setpriority) and
-# "ioprio" (ioprio_set) take a (which, who) pair, where who 0 with PRIO_USER means every
-# process of the uid and with PRIO_PGRP a process group the caller may have joined: which
-# must be the single process (PRIO_PROCESS 0, IOPRIO_WHO_PROCESS 1) and who 0. Reviewed
-# and left alone: the rest act on the caller or its children only (setrlimit, setpgid,
-# waitid), need ptrace access, which the harness's non-dumpable processes refuse
-# (process_vm_writev, pidfd_getfd, migrate_pages, move_pages, perf_event_open, kcmp), or
-# send signals (documented in docs/sandbox.md). Foreign-architecture syscalls (i386
-# int 0x80, x32) are refused.
+# Syscalls that act on another process or on scheduling, per architecture, and the rule
+# that keeps each to the caller. Same-uid processes may call them on each other even when
+# the target is non-dumpable: a program could lower the zygote's or the judge's limits
+# (prlimit), or starve them (SCHED_IDLE, nice 19, idle I/O priority), and so change other
+# tests' verdicts. "pid": the pid (argument 0) must be 0, the caller. "ioprio"
+# (ioprio_set) takes a (which, who) pair, where who 0 with IOPRIO_WHO_USER means every
+# process of the uid and with IOPRIO_WHO_PGRP a process group the caller may have joined:
+# which must be the single process (IOPRIO_WHO_PROCESS 1) and who 0. "deny": refused
+# whatever the arguments. setpriority has the same (which, who) shape, and on itself a
+# test has no use for it, nor for a scheduling policy: a program that makes itself nice
+# 19 or SCHED_IDLE on a loaded machine would wait for a CPU (time that is not counted)
+# until the wall-clock backstop, past the host's deadline for the job, an infra_error.
+# Reviewed and left alone: the rest act on the caller or its children only (setrlimit,
+# setpgid, waitid, sched_setaffinity and sched_setparam on pid 0), need ptrace access,
+# which the harness's non-dumpable processes refuse (process_vm_writev, pidfd_getfd,
+# migrate_pages, move_pages, perf_event_open, kcmp), or send signals (docs/sandbox.md).
+# Foreign-architecture syscalls (i386 int 0x80, x32) are refused.
 _PID_SYSCALLS = {
     # setpriority, sched_setparam, sched_setscheduler, sched_setaffinity, ioprio_set, prlimit64, sched_setattr
-    "x86_64": (0xC000003E, {141: "prio", 142: "pid", 144: "pid", 203: "pid", 251: "ioprio", 302: "pid",
-                            314: "pid"}),
-    "aarch64": (0xC00000B7, {140: "prio", 118: "pid", 119: "pid", 122: "pid", 30: "ioprio", 261: "pid",
-                             274: "pid"}),
+    "x86_64": (0xC000003E, {141: "deny", 142: "pid", 144: "deny", 203: "pid", 251: "ioprio", 302: "pid",
+                            314: "deny"}),
+    "aarch64": (0xC00000B7, {140: "deny", 118: "pid", 119: "deny", 122: "pid", 30: "ioprio", 261: "pid",
+                             274: "deny"}),
 }
-_SELF_WHICH = {"prio": 0, "ioprio": 1}  # PRIO_PROCESS, IOPRIO_WHO_PROCESS
+_SELF_WHICH = {"ioprio": 1}  # IOPRIO_WHO_PROCESS
 # clone with CLONE_PARENT makes the new process a sibling of the caller: a child of the
 # zygote, outside the test's process tree, where the test's cleanup would not find it.
 # clone3 passes its flags in memory the filter cannot read: it answers ENOSYS, and the C
@@ -191,6 +195,22 @@ def confine() -> bool:
                 ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
 
 
+def first_to_go() -> None:
+    """Make this process (and what it forks) the first the kernel's OOM killer picks
+    (``oom_score_adj`` 1000; raising it needs no privilege). A test can fill its
+    container's memory where ``RLIMIT_AS`` does not look (memory files written, not
+    mapped): the cgroup's OOM killer then ends the test's processes, its ``memory``
+    verdict, never the executor or the judge."""
+    try:
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, b"1000")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def place_fds(sources: list) -> None:
     """Put ``sources`` on fds 0, 1, 2, ... in order (None: that fd is closed, from fd 4 on)
     and close every other descriptor. Sources move above the targets first, so no dup2
@@ -254,6 +274,7 @@ def program_main(fds: list[int]) -> None:
         # Dumpable again (the zygote is not): the program may read its own /proc/self;
         # there is nothing here it should not see.
         prctl(PR_SET_DUMPABLE, 1)
+        first_to_go()
         mem = int(limits["memory_mb"]) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         if _SECCOMP and _SECCOMP[0] is not None and not confine():

@@ -30,9 +30,15 @@ class Judge:
     """The executor's judge process (``judge.py``), forked when a script test first needs
     it and again after one was killed at a deadline."""
 
+    GROWTH_LIMIT = 16 * MIB
+    """A judge whose address space grew this much past the executor's at its fork (modules a
+    program's names made it import, values it kept) is replaced after the job: the next
+    jobs' tests must find the same room under their memory limit."""
+
     def __init__(self):
         self.proc: spawn.Watched | None = None
         self.ctrl: socket.socket | None = None
+        self.baseline = 0
 
     def get(self) -> spawn.Watched:
         if self.proc is not None and not self.proc.exited and not self._ended():
@@ -40,12 +46,19 @@ class Judge:
         self.close()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fd = theirs.detach()
+        self.baseline = _mapped_bytes("self")
         pid = os.fork()
         if pid == 0:
             judge.judge_loop(fd)
         os.close(fd)
         self.proc, self.ctrl = spawn.Watched(pid), mine
         return self.proc
+
+    def recycle_if_grown(self) -> None:
+        """Replace a judge that grew (see :attr:`GROWTH_LIMIT`); a new one is forked when needed."""
+        if self.proc is not None and not self.proc.exited:
+            if _mapped_bytes(str(self.proc.pid)) > self.baseline + self.GROWTH_LIMIT:
+                self.close()
 
     def _ended(self) -> bool:
         """The judge died since the last test (its pidfd is readable)."""
@@ -82,6 +95,15 @@ class Judge:
 
 
 JUDGE = Judge()
+
+
+def _mapped_bytes(pid: str) -> int:
+    """A process's address-space size (0 when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def spared(zygote) -> tuple[int, ...]:

@@ -341,7 +341,9 @@ class CppRunner(Runner):
 
 
 def _write(workdir: str, name: str, text: str) -> None:
-    with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
+    # surrogatepass: a lone surrogate in a program (JSON can carry one) is written as the
+    # bytes it stands for, for the compiler to judge, not an error of the executor's.
+    with open(os.path.join(workdir, name), "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(text)
 
 

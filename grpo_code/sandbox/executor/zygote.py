@@ -28,6 +28,9 @@ import time
 from . import protocol, spawn
 
 _ZYGOTE_ARG = "--zygote"
+REPLY_S = 5.0
+"""How long the executor waits for the zygote's report of a test's process (a leftover
+process may keep stopping the zygote); then the zygote is replaced."""
 
 
 class Zygote:
@@ -108,7 +111,7 @@ class Zygote:
         was re-parented): wait for it here."""
         if self.sock is not None:
             self.resume()
-            answer = self._read_line(5.0)
+            answer = self._read_line(REPLY_S)
             if answer is not None and answer.get("exit") == pid:
                 return answer["status"], float(answer["cpu_s"])
             self.stop()  # it died or answered nonsense: the next test gets a new one
