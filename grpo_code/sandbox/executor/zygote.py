@@ -151,12 +151,12 @@ class Zygote:
 def zygote_main() -> int:
     """The zygote's loop (fd 3 is its socket to the executor): fork the program's process,
     answer its pid, wait for it and answer how it ended."""
-    from . import pychild
+    from . import confine, pychild
 
-    pychild.prctl(pychild.PR_SET_DUMPABLE, 0)
+    confine.prctl(confine.PR_SET_DUMPABLE, 0)
     pychild.default_signals()  # once here, for every program process it forks
     sock = socket.socket(fileno=3)
-    pychild.prepare_seccomp()
+    confine.prepare_seccomp()
     pychild.warm_up()
     # Objects alive now are never collected: out of the GC's sight, a child's collections
     # do not touch (and copy) the pages they live on.
