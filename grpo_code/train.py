@@ -228,9 +228,15 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     if cfg.generation.backend == "openai":
         raise TrainError("training cannot generate through the openai backend",
                          "use generation.backend=hf (CPU/GPU) or vllm (GPU)")
-    if cfg.train.stop_after_code and cfg.generation.backend != "hf":
-        raise TrainError("train.stop_after_code needs generation.backend=hf (vLLM generates a batch in one call)",
-                         "set train.stop_after_code=false")
+    if cfg.generation.backend == "vllm":
+        from grpo_code.generation.vllm import prepare_environment
+
+        prepare_environment()  # before TRL imports vLLM
+        if cfg.train.stop_after_code and cfg.generation.vllm_mode != "colocate":
+            raise TrainError("train.stop_after_code needs the generation in this process (hf, or vllm colocated); "
+                             "a vLLM server generates whole completions", "set train.stop_after_code=false")
+    # TRL validates its settings first: a run directory is only made for settings that hold.
+    grpo_args(cfg, Path(cfg.output.dir or "runs"))
     cfg, run_dir, checkpoint = prepare_run_once(cfg, resume)
     started = time.monotonic()
 

