@@ -144,7 +144,7 @@ def test_eval_through_vllm_serves_a_lora_adapter(docker_ready, demo_model_dir, t
     get_peft_model(base, LoraConfig(r=8, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
     out = tmp_path / "eval"
     result = grpo_code("eval", str(adapter), "--backend", "vllm", "--tasks", "demo", "--split", "1-3", "--n", "2",
-                       "--k", "1", "--max-new-tokens", "96", "--out", str(out))
+                       "--k", "1", "--max-new-tokens", "96", "--seed", "1234", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     [summary] = list(out.glob("*/summary.json"))
     data = json.loads(summary.read_text())

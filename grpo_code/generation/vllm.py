@@ -74,9 +74,13 @@ class VLLMGenerator:
         self.name = model.name
         self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer_path)
         self.style = prompt_style(self.tokenizer)
+        # The CPU build cannot rewind a seeded request's generator when a step's token is
+        # dropped, which chunked prefill does to a prompt cut across steps ("CPU Generator
+        # does not use offset"): there, prompts are prefilled whole.
+        extra = {"enable_chunked_prefill": False} if cpu_build() else {}
         self.llm = vllm.LLM(model=model.path, tokenizer=model.tokenizer_path, dtype=dtype,
                             gpu_memory_utilization=gpu_memory_utilization, enable_lora=model.adapter is not None,
-                            max_lora_rank=max_lora_rank)
+                            max_lora_rank=max_lora_rank, **extra)
         self.lora = None
         if model.adapter:
             from vllm.lora.request import LoRARequest
