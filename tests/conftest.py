@@ -87,6 +87,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def need_image(language: str) -> None:
     """A language's sandbox image is built and holds this checkout's executor."""
     from grpo_code.errors import SandboxError

@@ -6,22 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import free_port
+
 HERE = Path(__file__).parent
 GENERATIONS = 4
 STEPS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_processes_draw_one_prompt_stream_and_record_whole_groups(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from conftest import free_port
 
 pytestmark = pytest.mark.vllm
 GRPO_CODE = [sys.executable, "-m", "grpo_code.cli"]
@@ -34,10 +35,12 @@ def grpo_code(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
                           env=ENV)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def train_step(run: Path, config: str, *overrides: str) -> list[dict]:
+    """One training step of ``config`` with vLLM colocated into ``run``; its completions."""
+    result = grpo_code("train", config, "generation.backend=vllm", "train.trl.max_steps=1", *overrides,
+                       f"output.dir={run}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return read_jsonl(run / "completions.jsonl")
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -109,14 +112,11 @@ def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_
 @pytest.mark.docker
 def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_ready, demo_model_dir, tmp_path):
     run = tmp_path / "run"
-    result = grpo_code("train", "demo", "generation.backend=vllm", "train.trl.max_steps=1",
-                       "generation.max_new_tokens=96", "sandbox.backend=docker", f"output.dir={run}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    rows = train_step(run, "demo", "generation.max_new_tokens=96", "sandbox.backend=docker")
     [metrics] = [m for m in read_jsonl(run / "metrics.jsonl") if "timing/reward_wait_s" in m]
     # Each completion went to the sandbox as its request finished in vLLM's step loop.
     assert metrics["sandbox/early_jobs"] == 8, metrics
     assert metrics["timing/sandbox_busy_s"] > 0 and "completions/stopped_after_code" in metrics
-    rows = read_jsonl(run / "completions.jsonl")
     assert len(rows) == 8 and all(r["status"] for r in rows)
     assert (run / "final" / "config.json").is_file()
 
@@ -125,10 +125,7 @@ def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_
 def test_a_multi_turn_step_generates_each_turn_with_vllm(docker_ready, demo_model_dir, tmp_path):
     """Each turn goes through TRL's vLLM generation (colocated), weights in sync."""
     run = tmp_path / "run"
-    result = grpo_code("train", "demo-multiturn", "generation.backend=vllm", "generation.vllm_mode=colocate",
-                       "train.trl.max_steps=1", "generation.max_new_tokens=64", f"output.dir={run}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = read_jsonl(run / "completions.jsonl")
+    rows = train_step(run, "demo-multiturn", "generation.vllm_mode=colocate", "generation.max_new_tokens=64")
     assert rows and all(len(r["conversation"]) == 2 * r["turns"] - 1 for r in rows)
     assert [m for m in read_jsonl(run / "metrics.jsonl") if "multi_turn/turns_mean" in m]
 

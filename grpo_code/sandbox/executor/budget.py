@@ -66,11 +66,21 @@ def decide(outcome: verdict.Outcome, limits: dict) -> tuple[str, str]:
     return answer
 
 
+def mapped_bytes(pid: str = "self") -> int:
+    """A process's address-space size (0 when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _limit_self(memory_mb: int, cpu_s: float) -> None:
     seconds = int(math.ceil(cpu_s))
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
-    with open("/proc/self/statm") as f:
-        mapped = int(f.read().split()[0]) * resource.getpagesize()
+    mapped = mapped_bytes()
+    if not mapped:
+        raise OSError("cannot read /proc/self/statm")
     room = mapped + memory_mb * MIB
     resource.setrlimit(resource.RLIMIT_AS, (room, room))
 

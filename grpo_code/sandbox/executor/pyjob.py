@@ -46,7 +46,7 @@ class Judge:
         self.close()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fd = theirs.detach()
-        self.baseline = _mapped_bytes("self")
+        self.baseline = budget.mapped_bytes()
         pid = os.fork()
         if pid == 0:
             judge.judge_loop(fd)
@@ -57,7 +57,7 @@ class Judge:
     def recycle_if_grown(self) -> None:
         """Replace a judge that grew (see :attr:`GROWTH_LIMIT`); a new one is forked when needed."""
         if self.proc is not None and not self.proc.exited:
-            if _mapped_bytes(str(self.proc.pid)) > self.baseline + self.GROWTH_LIMIT:
+            if budget.mapped_bytes(str(self.proc.pid)) > self.baseline + self.GROWTH_LIMIT:
                 self.close()
 
     def _ended(self) -> bool:
@@ -95,15 +95,6 @@ class Judge:
 
 
 JUDGE = Judge()
-
-
-def _mapped_bytes(pid: str) -> int:
-    """A process's address-space size (0 when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def spared(zygote) -> tuple[int, ...]:
