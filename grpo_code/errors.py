@@ -53,9 +53,5 @@ class SandboxError(GrpoCodeError):
     """The sandbox cannot run (no engine, missing image, bad job)."""
 
 
-class NotImplementedYetError(GrpoCodeError):
-    """A command that exists in the interface but is not built yet."""
-
-
 class RewardError(GrpoCodeError):
     """Rewards cannot be trusted or computed (too many masked, bad test weights, reward model)."""

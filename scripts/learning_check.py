@@ -2,10 +2,11 @@
 
 Three commands, each the one a user would run:
 
-1. ``grpo-code eval MODEL --split train --n 8``  pass@1 of the untrained model on the
-   demo suite's train tasks (sampled at the training temperature),
-2. ``grpo-code train CONFIG``                     GRPO on those tasks,
-3. ``grpo-code eval RUN/final ...``               the same eval of the trained model.
+1. ``grpo-code eval MODEL --split all --n 8``  pass@1 of the untrained model on the demo
+   suite's train tasks and, from the same eval, on its held-out test tasks (sampled at the
+   training temperature),
+2. ``grpo-code train CONFIG``                   GRPO on the train tasks,
+3. ``grpo-code eval RUN/final ...``             the same eval of the trained model.
 
 When the training config stops completions after their code (``train.stop_after_code``,
 as the demo does), both evals do too (``--stop-after-code``): the model is measured as it
@@ -79,10 +80,14 @@ def eval_summary(out: Path) -> dict:
     return json.loads(found[0].read_text())
 
 
-def pass_se(summary: dict) -> float:
-    """Standard error of pass@1 over tasks (each task's share of correct samples)."""
-    shares = [t["correct"] / t["n"] for t in summary["per_task"].values() if t["n"]]
-    return round(statistics.stdev(shares) / math.sqrt(len(shares)), 4) if len(shares) > 1 else 0.0
+def split_pass(summary: dict, ids: set[str]) -> dict:
+    """pass@1 over the tasks ``ids`` of an eval's summary (the mean over tasks of each
+    task's share of correct samples, as pass@1 from n samples is), with its standard error
+    over those tasks."""
+    shares = [t["correct"] / t["n"] for tid, t in summary["per_task"].items() if tid in ids and t["n"]]
+    se = statistics.stdev(shares) / math.sqrt(len(shares)) if len(shares) > 1 else 0.0
+    return {"tasks": len(shares), "pass_at_1": round(statistics.mean(shares), 4) if shares else 0.0,
+            "se": round(se, 4)}
 
 
 def reward_curve(run_dir: Path) -> list[float]:
@@ -166,7 +171,8 @@ def main() -> None:
                     help="training steps (train.trl.max_steps); default: 4 epochs, so each quarter is one")
     ap.add_argument("--n", type=int, default=8, help="samples per task in the evals (pass@1 from n)")
     # 48 rows generate a row in 0.70 s on 2 cores, 16 rows in 0.91 s (bf16, 128 tokens).
-    ap.add_argument("--batch-size", type=int, default=48, help="sequences per forward pass in the evals")
+    ap.add_argument("--batch-size", type=int, default=48,
+                    help="sequences per forward pass in the hf evals (vLLM gets every prompt at once)")
     ap.add_argument("--min-gain", type=float, default=0.05, help="required rise of pass@1, absolute")
     ap.add_argument("--whole-completions", action="store_true",
                     help="evals generate whole completions even when training stops after the code")
@@ -204,63 +210,73 @@ def main() -> None:
     env_note = f"{os.cpu_count()} cores, {'bf16' if bf16 else 'fp32'}, {args.backend} generation"
 
     # Evals end a completion where training does: once its program is whole.
-    stop = cfg.train.stop_after_code and cfg.generation.backend == "hf" and not args.whole_completions
+    stop = cfg.train.stop_after_code and not args.whole_completions
     eval_stop = ["--stop-after-code"] if stop else []
     # A multi-turn config is measured with as many turns as it trains (pass@1 after each).
     turns = cfg.train.multi_turn.turns
     eval_stop += ["--turns", str(turns)] if turns > 1 else []
 
-    def evaluate(model: str, dest: Path, split: str) -> tuple[dict, float]:
+    from grpo_code.tasks import load_suite
+
+    held_out = cfg.tasks.eval_split
+    suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
+    split_ids = {name: {t.id for t in suite.split(name).tasks} for name in (cfg.tasks.train_split, held_out)}
+    # vLLM gets every prompt of an eval at once (its scheduler batches them); hf generates
+    # --batch-size sequences a forward pass.
+    batch = args.batch_size if args.backend == "hf" else len(suite.tasks) * args.n
+
+    def evaluate(model: str, dest: Path) -> tuple[dict, dict, dict, float]:
+        """One eval of ``model`` on the train and the held-out tasks together (one model
+        load, one vLLM start): its summary, pass@1 of each split, and the wall time."""
         secs = run([*grpo, "eval", model, "--config", args.config, "--tasks", cfg.tasks.suite, "--backend",
-                    args.backend, "--split", split, "--n", str(args.n), "--k", "1",
+                    args.backend, "--split", "all", "--n", str(args.n), "--k", "1",
                     "--temperature", str(cfg.generation.temperature),
                     "--max-new-tokens", str(cfg.generation.max_new_tokens),
-                    "--batch-size", str(args.batch_size), "--seed", "1234", "--out", str(dest),
+                    "--batch-size", str(batch), "--seed", "1234", "--out", str(dest),
                     f"model.dtype={'bfloat16' if bf16 else 'float32'}", *eval_stop],
                    dest.with_suffix(".log"), args.json)
-        return eval_summary(dest), secs
+        summary = eval_summary(dest)
+        return summary, split_pass(summary, split_ids[cfg.tasks.train_split]), split_pass(summary, split_ids[held_out]), secs
 
     started = time.monotonic()
     say(f"learning check in {out} ({env_note})")
-    held_out = cfg.tasks.eval_split
-    before, before_s = evaluate(cfg.model.name, out / "eval-before", cfg.tasks.train_split)
-    say(f"before: pass@1 {before['pass_at_k']['1']:.3f} ({before_s / 60:.1f} min)")
-    before_test, before_test_s = evaluate(cfg.model.name, out / "eval-before-test", held_out)
-    say(f"before, held out ({held_out}): pass@1 {before_test['pass_at_k']['1']:.3f} ({before_test_s / 60:.1f} min)")
+    whole_before, before, before_test, before_s = evaluate(cfg.model.name, out / "eval-before")
+    say(f"before: pass@1 {before['pass_at_1']:.3f}, held out ({held_out}) {before_test['pass_at_1']:.3f} "
+        f"({before_s / 60:.1f} min)")
     run_dir = out / "run"
     train_s = run([*grpo, "train", args.config, *overrides, f"output.dir={run_dir}"], out / "train.log", args.json)
     rewards = reward_curve(run_dir)
     say(f"trained {len(rewards)} steps ({train_s / 60:.1f} min)")
-    after, after_s = evaluate(str(run_dir / "final"), out / "eval-after", cfg.tasks.train_split)
-    say(f"after:  pass@1 {after['pass_at_k']['1']:.3f} ({after_s / 60:.1f} min)")
-    after_test, after_test_s = evaluate(str(run_dir / "final"), out / "eval-after-test", held_out)
-    say(f"after, held out: pass@1 {after_test['pass_at_k']['1']:.3f} ({after_test_s / 60:.1f} min)")
+    whole_after, after, after_test, after_s = evaluate(str(run_dir / "final"), out / "eval-after")
+    say(f"after:  pass@1 {after['pass_at_1']:.3f}, held out {after_test['pass_at_1']:.3f} ({after_s / 60:.1f} min)")
 
     quarters = quarter_test(rewards, run_dir)
-    gain = after["pass_at_k"]["1"] - before["pass_at_k"]["1"]
+    gain = after["pass_at_1"] - before["pass_at_1"]
+    ci95 = lambda x: [round(max(0.0, x["pass_at_1"] - 1.96 * x["se"]), 4),  # noqa: E731
+                      round(min(1.0, x["pass_at_1"] + 1.96 * x["se"]), 4)]
     report = {
         "steps": len(rewards),
         "reward_curve": [round(r, 4) for r in rewards],
         "reward": quarters,
-        "pass_at_1_before": before["pass_at_k"]["1"], "ci95_before": before["ci95"]["1"],
-        "pass_at_1_after": after["pass_at_k"]["1"], "ci95_after": after["ci95"]["1"],
+        "pass_at_1_before": before["pass_at_1"], "ci95_before": ci95(before),
+        "pass_at_1_after": after["pass_at_1"], "ci95_after": ci95(after),
         "pass_at_1_gain": round(gain, 4),
-        "pass_at_1_by_turn_before": before.get("turns", {}).get("pass_at_1"),
-        "pass_at_1_by_turn_after": after.get("turns", {}).get("pass_at_1"),
-        "turns_mean_before": before.get("turns", {}).get("mean_turns"),
-        "turns_mean_after": after.get("turns", {}).get("mean_turns"),
-        "se_before": pass_se(before), "se_after": pass_se(after),
+        "se_before": before["se"], "se_after": after["se"],
         "held_out": {"split": held_out, "tasks": before_test["tasks"],
-                     "pass_at_1_before": before_test["pass_at_k"]["1"], "se_before": pass_se(before_test),
-                     "pass_at_1_after": after_test["pass_at_k"]["1"], "se_after": pass_se(after_test),
-                     "change": round(after_test["pass_at_k"]["1"] - before_test["pass_at_k"]["1"], 4),
-                     "se_change": round(math.hypot(pass_se(before_test), pass_se(after_test)), 4)},
+                     "pass_at_1_before": before_test["pass_at_1"], "se_before": before_test["se"],
+                     "pass_at_1_after": after_test["pass_at_1"], "se_after": after_test["se"],
+                     "change": round(after_test["pass_at_1"] - before_test["pass_at_1"], 4),
+                     "se_change": round(math.hypot(before_test["se"], after_test["se"]), 4)},
+        # A multi-turn config: pass@1 after each turn, over the train and held-out tasks together.
+        "pass_at_1_by_turn_before": whole_before.get("turns", {}).get("pass_at_1"),
+        "pass_at_1_by_turn_after": whole_after.get("turns", {}).get("pass_at_1"),
+        "turns_mean_before": whole_before.get("turns", {}).get("mean_turns"),
+        "turns_mean_after": whole_after.get("turns", {}).get("mean_turns"),
         "backend": args.backend,
         "n": args.n, "tasks": before["tasks"], "precision": "bf16" if bf16 else "fp32",
         "evals_stop_after_code": stop,
         "minutes": {"eval_before": round(before_s / 60, 1), "train": round(train_s / 60, 1),
                     "eval_after": round(after_s / 60, 1),
-                    "eval_held_out": round((before_test_s + after_test_s) / 60, 1),
                     "total": round((time.monotonic() - started) / 60, 1)},
         "passed": bool(quarters["beyond_noise"] and gain >= args.min_gain),
         "out": str(out),
@@ -285,7 +301,7 @@ def main() -> None:
               f" -> {h['pass_at_1_after']:.3f} (se {h['se_after']:.3f}): change {h['change']:+.3f} +- {h['se_change']:.3f}")
         if turns > 1:
             by_turn = [" -> ".join(f"{r:.3f}" for r in report[f"pass_at_1_by_turn_{when}"]) for when in ("before", "after")]
-            print(f"pass@1 by turn: before {by_turn[0]} (mean turns {report['turns_mean_before']}); "
+            print(f"pass@1 by turn (train and held-out tasks): before {by_turn[0]} (mean turns {report['turns_mean_before']}); "
                   f"after {by_turn[1]} (mean turns {report['turns_mean_after']})")
         print(f"minutes: {report['minutes']}")
         print("PASSED" if report["passed"] else "FAILED")

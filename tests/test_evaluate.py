@@ -382,16 +382,21 @@ def test_openai_backend_retries_and_fills_n(tmp_path: Path) -> None:
         gen = OpenAIGenerator("m", f"http://127.0.0.1:{server.server_port}/v1", retries=2)
         chat = Prompt("chat", messages=({"role": "user", "content": "add"},))
         raw = Prompt("raw", text="def add(a, b):\n")
-        out = gen.generate([chat, raw], Sampling(n=3, max_new_tokens=16))
+        out = gen.generate([chat, raw], Sampling(n=3, max_new_tokens=16, top_k=20))
+        sent_with_top_k = len(_Handler.calls)
+        gen.generate([raw], Sampling(n=1, max_new_tokens=16, top_k=0))
     finally:
         server.shutdown()
     assert len(out[0]) == 3 and all("def add" in t for t in out[0])
     assert out[1] == ["    return a + b\n"] * 3
-    paths = [c["path"] for c in _Handler.calls]
+    paths = [c["path"] for c in _Handler.calls[:sent_with_top_k]]
     # 3 chat requests (the server answers one choice, not n), 1 completions request, and one
     # of them repeated after the 503 (which one depends on the order the threads reach it).
     assert len(paths) == 5 and paths.count("/v1/chat/completions") in (3, 4)
     assert {c["prompt"] for c in _Handler.calls if c["path"] == "/v1/completions"} == {"def add(a, b):\n"}
+    # Every sampling setting reaches the server, top_k too (left out when 0: no limit).
+    assert all(c["top_k"] == 20 and c["max_tokens"] == 16 for c in _Handler.calls[:sent_with_top_k])
+    assert all("top_k" not in c for c in _Handler.calls[sent_with_top_k:])
 
 
 def test_openai_backend_unreachable_is_a_user_error() -> None:
@@ -472,10 +477,10 @@ def test_hf_stop_after_code_ends_completions_at_their_whole_program(demo_model_d
     assert shorter >= 3, stopped
 
 
-def test_stop_after_code_needs_hf_generation(tmp_path: Path) -> None:
+def test_stop_after_code_needs_local_generation(tmp_path: Path) -> None:
     result = runner.invoke(app, ["eval", "--stop-after-code", "--backend", "openai",
                                  "--server-url", "http://127.0.0.1:1/v1", "--out", str(tmp_path / "e")])
-    assert result.exit_code != 0 and "--stop-after-code needs generation with the hf backend" in result.output
+    assert result.exit_code != 0 and "--stop-after-code needs generation with the hf or vllm backend" in result.output
     assert not (tmp_path / "e").exists()
 
 

@@ -1,9 +1,8 @@
 """The learning check (opt in: ``pytest -m slow``): GRPO on the demo must make SmolLM2 better.
 
-Runs ``scripts/learning_check.py``: pass@1 (n=8) on the demo train tasks before and after
-28 GRPO steps on CPU (4 epochs of the 42 tasks, 6 a step), and the reward curve's last
-quarter against its first (the same tasks). About 27 minutes on 2 cores with native bf16
-(AVX512-BF16 or AMX), longer in fp32 elsewhere. The check's statistics are tested fast.
+Runs ``scripts/learning_check.py``: pass@1 on the demo train tasks (and the held-out ones)
+before and after GRPO on CPU, and the reward curve's last quarter against its first (the
+same tasks); the README gives its settings and times. The check's statistics are tested fast.
 """
 
 from __future__ import annotations
@@ -56,6 +55,18 @@ def test_quarter_test_pairs_tasks_when_both_quarters_trained_on_them(tmp_path: P
     unpaired = lc.quarter_test(rewards, tmp_path / "b")
     assert unpaired["noise"] == "steps" and unpaired["se_tasks"] is None
     assert unpaired["tasks"]["both"] == 0 and not unpaired["beyond_noise"]
+
+
+def test_split_pass_is_pass_at_1_over_the_split_s_tasks_with_its_standard_error() -> None:
+    """One eval of every task serves both splits: each split's pass@1 is the mean share of
+    correct samples over its own tasks."""
+    lc = _check_module()
+    per_task = {"a": {"correct": 2, "n": 4}, "b": {"correct": 4, "n": 4}, "c": {"correct": 0, "n": 4},
+                "d": {"correct": 1, "n": 4}}
+    train = lc.split_pass({"per_task": per_task}, {"a", "b"})
+    assert train == {"tasks": 2, "pass_at_1": 0.75, "se": 0.25}
+    held_out = lc.split_pass({"per_task": per_task}, {"c", "d", "not-evaluated"})
+    assert held_out["tasks"] == 2 and held_out["pass_at_1"] == 0.125 and held_out["se"] == 0.125
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grpo_code.config import RewardModelConfig, RewardsConfig, RewardTestsConfig, SandboxConfig, load_config
-from grpo_code.errors import RewardError
+from grpo_code.errors import RewardError, SandboxError
 from grpo_code.rewards import (
     RewardCache,
     RewardScorer,
@@ -304,6 +304,28 @@ def test_scorer_never_caches_infra_errors():
     assert scorer.scores([h]) == [None]
     h2 = scorer.submit(task, bad)
     assert h2.source == "executed" and len(sb.submitted) == 2
+
+
+def test_a_bug_in_host_code_fails_loudly_and_only_a_sandbox_failure_is_masked():
+    """A job whose future raises (our host code broke) fails the caller with that error;
+    only the sandbox going away under a job is a masked infra_error."""
+    task = add_task()
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    handle = scorer.submit(task, GOOD)
+    [(_, fut)] = sb.pending
+    fut.set_exception(KeyError("a bug in our code"))
+    with pytest.raises(KeyError, match="a bug in our code"):
+        scorer.wait([handle])
+
+    sb = FakeSandbox(judge)
+    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    handle = scorer.submit(task, GOOD)
+    [(_, fut)] = sb.pending
+    fut.set_exception(SandboxError("the sandbox was shut down", "create a new Sandbox"))
+    [scored] = scorer.wait([handle])
+    assert scored.reward is None and scored.result.status is Status.INFRA_ERROR
+    assert "shut down" in scored.result.error
 
 
 def test_scorer_cache_disabled_runs_everything():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -23,7 +24,8 @@ LIMITS = ["timeout_s", "memory_mb", "max_output_kb", "file_size_mb", "compile_ti
 
 def test_fingerprint_is_short_hex_and_deterministic() -> None:
     fingerprint = harness_fingerprint("python", SB)
-    assert len(fingerprint) == 16 and int(fingerprint, 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{16}", fingerprint), fingerprint
+    assert harness_fingerprint("javascript", SB) != fingerprint
     assert harness_fingerprint("python", SandboxConfig()) == fingerprint
 
 

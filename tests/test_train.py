@@ -450,6 +450,30 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.mark.docker
+def test_a_bug_in_host_side_scoring_fails_the_step_with_its_error(
+        tiny_model_dir: Path, docker_ready: None, one_thread: None, tmp_path: Path, monkeypatch) -> None:
+    """Not a masked reward: a job whose future raises (a bug of ours, not the sandbox's)
+    stops training with that error, and no step is logged as if it had been scored."""
+    from concurrent.futures import Future
+
+    from grpo_code.sandbox.api import Sandbox
+
+    def broken(self, job):
+        fut: Future = Future()
+        fut.set_exception(ZeroDivisionError("host-side scoring broke"))
+        return fut
+
+    monkeypatch.setattr(Sandbox, "submit", broken)
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", *TINY, "train.trl.max_steps=1", f"model.name={tiny_model_dir}",
+                                 f"output.dir={run}"])
+    assert result.exit_code != 0
+    assert "unexpected ZeroDivisionError: host-side scoring broke" in result.stderr, result.output[-2000:]
+    metrics = read_jsonl(run / "metrics.jsonl") if (run / "metrics.jsonl").exists() else []
+    assert not [m for m in metrics if "reward" in m]
+
+
+@pytest.mark.docker
 def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
         tiny_model_dir: Path, docker_ready: None, one_thread: None, tmp_path: Path) -> None:
     from safetensors.torch import load_file

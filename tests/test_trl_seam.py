@@ -7,6 +7,7 @@ methods fails the test named after it, not a training run.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from transformers import StoppingCriteria
 ORDER = [3, 1, 0, 2]  # the prompt order our sampler dictates
 GENERATIONS = 2
 STOP_ROW, STOP_AT = 0, 3
+REWARD_S = 0.05  # how long the reward function takes
 
 
 class FixedSampler(Sampler[int]):
@@ -57,7 +59,9 @@ class StopOneRow(StoppingCriteria):
 
 
 def lengths(prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
-    """Reward: the completion's length, masked (None) for its second row."""
+    """Reward: the completion's length, masked (None) for its second row; it takes
+    ``REWARD_S`` (so the time the seam reports waiting on it can be checked)."""
+    time.sleep(REWARD_S)
     return [None if i == 1 else float(len(c[-1]["content"])) for i, c in enumerate(completions)]
 
 
@@ -150,7 +154,7 @@ def test_generate_single_turn_runs_model_generate_with_our_stopping_criterion(st
 
 def test_calculate_rewards_returns_every_row_with_masked_ones_as_nan(step: dict[str, Any]) -> None:
     inputs, completions, rewards, waited = step["rewards"][0]
-    assert rewards.shape == (4, 1) and waited >= 0
+    assert rewards.shape == (4, 1) and REWARD_S <= waited < REWARD_S + 5
     assert torch.isnan(rewards[1, 0]) and not torch.isnan(rewards[[0, 2, 3], 0]).any()
     assert rewards[0, 0].item() == len(completions[0][-1]["content"])
 

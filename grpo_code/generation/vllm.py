@@ -7,7 +7,8 @@ feeds), so both backends see identical prompts. LoRA adapter directories are ser
 
 The CPU build: :func:`prepare_environment` (called before vLLM is imported, here and by
 ``train``) sizes its KV cache for a small machine (``VLLM_CPU_KVCACHE_SPACE``, GiB; it
-takes 30% of RAM by default), and a torchvision built for another torch, which breaks
+takes 30% of RAM by default) and gives its worker every core of a small machine
+(``VLLM_CPU_OMP_THREADS_BIND``), and a torchvision built for another torch, which breaks
 ``from vllm import LLM``, is named in the error with the command that fixes it.
 """
 
@@ -15,18 +16,24 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
-from grpo_code.generation.base import Progress, ResolvedModel, Sampling, prompt_style, prompt_text
+from grpo_code.generation.base import Done, Progress, ResolvedModel, Sampling, prompt_style, prompt_text
 from grpo_code.tasks.prompts import Prompt
 
 CPU_KVCACHE_GIB = "1"
 """The CPU build's KV cache unless ``VLLM_CPU_KVCACHE_SPACE`` says otherwise: enough for
 the demo's batches (64 sequences of 256 tokens at the same speed as the default's 30% of
 RAM), and vLLM's process then takes about 4 GiB instead of 8."""
+
+
+CPU_ENGINE: dict[str, Any] = {"enforce_eager": True}
+"""Engine settings of the CPU build (eval and colocated training): no ``torch.compile``.
+On 2 cores a compiled engine starts about a minute later and generated no faster on the
+learning check's batches (``scripts/bench_vllm.py`` and the measurements in the README)."""
 
 
 def cpu_build() -> bool:
@@ -38,13 +45,25 @@ def cpu_build() -> bool:
     return True
 
 
+SMALL_CPU = 4
+"""Up to this many usable cores, the CPU build's worker computes on all of them."""
+
+
 def prepare_environment() -> None:
     """Settings vLLM reads at import (each left alone when set): its log on stderr, where
-    ours goes (stdout carries results, ``--json`` output among them), and the CPU build's
-    KV-cache size."""
+    ours goes (stdout carries results, ``--json`` output among them), and for the CPU
+    build the KV-cache size and, on a small machine, the worker's cores.
+
+    The CPU build binds its worker process to all cores but one by default, the one left
+    for its scheduler; on 2 cores that halves the compute. Bound to both, the same eval
+    batch generated 194 tokens/s instead of 152 (336 completions, 2-core AMD EPYC). A
+    colocated engine (training) runs in the training process and binds nothing."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     if cpu_build():
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) <= SMALL_CPU:
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
 
 
 def _vllm() -> Any:
@@ -77,7 +96,7 @@ class VLLMGenerator:
         # The CPU build cannot rewind a seeded request's generator when a step's token is
         # dropped, which chunked prefill does to a prompt cut across steps ("CPU Generator
         # does not use offset"): there, prompts are prefilled whole.
-        extra = {"enable_chunked_prefill": False} if cpu_build() else {}
+        extra = {**CPU_ENGINE, "enable_chunked_prefill": False} if cpu_build() else {}
         self.llm = vllm.LLM(model=model.path, tokenizer=model.tokenizer_path, dtype=dtype,
                             gpu_memory_utilization=gpu_memory_utilization, enable_lora=model.adapter is not None,
                             max_lora_rank=max_lora_rank, **extra)
@@ -86,20 +105,49 @@ class VLLMGenerator:
             from vllm.lora.request import LoRARequest
 
             self.lora = LoRARequest("adapter", 1, model.adapter)
+        self.kinds: Any = None  # the token kinds stopping needs, made on first use
 
     def text(self, prompt: Prompt) -> str:
         return prompt_text(self.tokenizer, prompt)
 
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
-                 progress: Progress | None = None) -> list[list[str]]:
+                 progress: Progress | None = None, done: Done | None = None) -> list[list[str]]:
         vllm = _vllm()
-        params = vllm.SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
-                                     top_k=sampling.top_k or -1,
-                                     max_tokens=sampling.max_new_tokens, seed=seed, stop=list(sampling.stop) or None)
-        outputs = self.llm.generate([self.text(p) for p in prompts], params, lora_request=self.lora, use_tqdm=False)
+
+        def params(n: int, seed: int) -> Any:
+            return vllm.SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+                                       top_k=sampling.top_k or -1, max_tokens=sampling.max_new_tokens, seed=seed,
+                                       stop=list(sampling.stop) or None)
+
+        texts = [self.text(p) for p in prompts]
+        if done is None:
+            outputs = self.llm.generate(texts, params(sampling.n, seed), lora_request=self.lora, use_tqdm=False)
+            completions = [[c.text for c in out.outputs] for out in outputs]
+        else:
+            completions = self._until_done(texts, sampling.n, seed, params, done)
         if progress:
             progress(len(prompts))
-        return [[c.text for c in out.outputs] for out in outputs]
+        return completions
+
+    def _until_done(self, texts: list[str], n: int, seed: int, params: Callable[[int, int], Any],
+                    done: Done) -> list[list[str]]:
+        """Each completion ended once ``done`` says its program is whole: one request per
+        completion (the engine's step loop is followed request by request), each seeded
+        from ``seed`` and its place, so a rerun samples the same."""
+        from grpo_code.generation.watch import TokenKinds, program_stop
+
+        if self.kinds is None:
+            self.kinds = TokenKinds(self.tokenizer)
+        rows = len(texts) * n
+        watcher = program_stop(self.tokenizer, 0, n, rows, done, self.kinds)
+        with watching_engine(self.llm, watcher):
+            outputs = self.llm.generate([t for t in texts for _ in range(n)],
+                                        [params(1, seed * rows + row) for row in range(rows)],
+                                        lora_request=self.lora, use_tqdm=False)
+        # A stopped request holds its tokens up to the stop, not its text: decode the ids,
+        # as the hf backend does.
+        decoded = [self.tokenizer.decode(out.outputs[0].token_ids, skip_special_tokens=True) for out in outputs]
+        return [decoded[i * n:(i + 1) * n] for i in range(len(texts))]
 
     def close(self) -> None:
         self.llm = None

@@ -44,9 +44,6 @@ class RunData:
                 ys.append(float(value))
         return xs, ys
 
-    def has(self, key: str) -> bool:
-        return any(key in row for row in self.rows)
-
     def completion_limit(self) -> int | None:
         """The completion length limit the run sampled with (tokens)."""
         trl = self.config.get("train", {}).get("trl", {}) or {}

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.config import RewardsConfig
+from grpo_code.errors import SandboxError
 from grpo_code.rewards.cache import RewardCache, cache_key
 from grpo_code.rewards.model.reward_model import message_text
 from grpo_code.rewards.verifiable import score_result, weights_for
@@ -230,8 +231,10 @@ class RewardScorer:
             return None
         try:
             return handle.future.result(timeout=timeout)
-        except Exception as exc:  # a crashed job is the sandbox's fault, never the program's
+        except SandboxError as exc:  # the sandbox went away under the job: its fault, not the program's
             return Result.infra_error(len(handle.task.tests), f"{type(exc).__name__}: {exc}")
+        # Anything else is a bug in our host code: it fails the step, loudly, and is never
+        # a masked reward (the sandbox reports its own failures as infra_error results).
 
     def wait(self, handles: Sequence[Handle], timeout: float | None = None) -> list[Scored]:
         """Block until every handle has a result; rewards in handle order."""

@@ -129,9 +129,6 @@ class Sandbox:
         futures = [self.submit(job) for job in jobs]
         return [f.result() for f in futures]
 
-    def run_one(self, job: Job | dict[str, Any]) -> Result:
-        return self.submit(job).result()
-
     async def arun(self, jobs: Iterable[Job | dict[str, Any]]) -> list[Result]:
         """``run`` for async code: awaits the results without blocking the event loop."""
         futures = [asyncio.wrap_future(self.submit(job)) for job in jobs]

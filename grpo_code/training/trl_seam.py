@@ -48,6 +48,11 @@ step), written through :meth:`SeamTrainer.log_metric`.
    training syncs the same way, merged: TRL's parameter walk merges the adapter into the
    base weights for vLLM (one kernel per layer, no LoRA machinery in the engine), which
    is also what TRL does on GPUs.
+7. vLLM's CPU build, colocated: TRL builds its ``LLM`` with fixed arguments; the name
+   ``trl.generation.vllm_generation.LLM`` is wrapped while the trainer is made
+   (:func:`cpu_engine`), so the engine takes
+   :data:`~grpo_code.generation.vllm.CPU_ENGINE` (no ``torch.compile``: a minute less
+   start-up on a small CPU, no slower).
 
 Public hooks considered instead: ``rollout_func`` (experimental in TRL 1.16) would take
 over generation whole, so prompt tokenization, the chat template and vLLM weight sync
@@ -67,9 +72,27 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from trl import GRPOTrainer
 
+from grpo_code.generation.vllm import CPU_ENGINE, watching_engine
 from grpo_code.generation.vllm import cpu_build as vllm_cpu_build
-from grpo_code.generation.vllm import watching_engine
 from grpo_code.training.packing import length_chunks
+
+
+@contextmanager
+def cpu_engine() -> Iterator[None]:
+    """Colocated vLLM engines made in this block take the CPU build's settings
+    (:data:`~grpo_code.generation.vllm.CPU_ENGINE`): TRL builds its ``LLM`` with fixed
+    arguments, so the name it calls is wrapped (override 7). Elsewhere nothing changes."""
+    if not vllm_cpu_build():
+        yield
+        return
+    import trl.generation.vllm_generation as trl_vllm
+
+    made = trl_vllm.LLM
+    trl_vllm.LLM = partial(made, **CPU_ENGINE)
+    try:
+        yield
+    finally:
+        trl_vllm.LLM = made
 
 
 @dataclass(frozen=True)
@@ -90,7 +113,8 @@ class SeamTrainer(GRPOTrainer):
     """Whether the update's forward pass runs in length groups (exact for relative positions only)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+        with cpu_engine():
+            super().__init__(*args, **kwargs)
         generation = self.colocated_vllm
         if generation is not None and vllm_cpu_build():
             generation.sync_weights = partial(reload_vllm_weights, generation)  # override 6

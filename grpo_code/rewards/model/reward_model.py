@@ -28,7 +28,6 @@ from grpo_code.rewards.model.batching import pad, plan_batches
 from grpo_code.rewards.model.remote import RemoteScorer
 
 log = logging.getLogger(__name__)
-LOCAL_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 class RewardModel:
