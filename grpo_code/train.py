@@ -16,35 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_code import metric_names as M
 from grpo_code.config import RunConfig, load_config, read_yaml
 from grpo_code.errors import ConfigError, GrpoCodeError
+from grpo_code.report.load import Window, quarters, read_metrics
 
 
 class TrainError(GrpoCodeError):
     """Training cannot start or continue (bad resume, TRL refusing its settings)."""
-
-
-@dataclass(frozen=True)
-class Window:
-    """Steps at one end of a run: which, how many, their mean reward with its standard error, mean pass rate."""
-
-    start: int
-    """Its first step number."""
-    steps: int
-    reward: float
-    reward_se: float | None
-    """Standard error of the mean over the steps' rewards; None for a single step."""
-    pass_rate: float | None
 
 
 @dataclass
@@ -59,41 +46,11 @@ class TrainSummary:
     wall_s: float
 
 
-def quarters(rewards: list[tuple[int, float]], passes: list[tuple[int, float]]) -> tuple[Window | None, Window | None]:
-    """The first and the last quarter (at least one step each) of per-step ``(step, value)`` series.
-
-    The standard error is taken over the per-step means of the quarter: the steps of a quarter
-    train on different prompts, and that spread, not the spread between completions of one
-    prompt, is what a change of the reward has to stand out from.
-    """
-    if not rewards:
-        return None, None
-    q = max(1, len(rewards) // 4)
-    pass_of = dict(passes)
-
-    def window(part: list[tuple[int, float]]) -> Window:
-        values = [v for _, v in part]
-        mean = sum(values) / len(values)
-        se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
-        rates = [pass_of[step] for step, _ in part if step in pass_of]
-        return Window(part[0][0], len(values), mean, se, sum(rates) / len(rates) if rates else None)
-
-    return window(rewards[:q]), window(rewards[-q:])
-
-
 def step_series(path: Path, key: str) -> list[tuple[int, float]]:
-    """``(step, value)`` of ``key`` from a ``metrics.jsonl``, in step order; a step logged twice
-    (a resumed run repeats the steps after its checkpoint) keeps its last value."""
-    values: dict[int, float] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get(key), int | float) and isinstance(row.get("step"), int):
-                values[row["step"]] = float(row[key])
-    return sorted(values.items())
+    """``(step, value)`` of ``key`` from a ``metrics.jsonl``, in step order (the report's
+    reader: a step logged twice keeps its last value)."""
+    return [(row["step"], float(row[key])) for row in read_metrics(path)
+            if isinstance(row.get(key), int | float) and not isinstance(row.get(key), bool)]
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -318,8 +275,8 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         if trainer.accelerator.is_main_process:
             tokenizer.save_pretrained(str(final))
     # From metrics.jsonl, so a resumed run is summarized whole (this process saw only its own steps).
-    rewards = step_series(metrics.path, "reward") or metrics.rewards
-    passes = step_series(metrics.path, "tests/pass_rate") or metrics.pass_rates
+    rewards = step_series(metrics.path, M.REWARD) or metrics.rewards
+    passes = step_series(metrics.path, M.PASS_RATE) or metrics.pass_rates
     first, last = quarters(rewards, passes)
     return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started)
 

@@ -36,25 +36,43 @@ def _write_run(run: Path, plan: list[list[tuple[str, float]]]) -> list[float]:
     return [sum(r for _, r in rows) / len(rows) for rows in plan]
 
 
-def test_quarter_test_pairs_tasks_when_both_quarters_trained_on_them(tmp_path: Path) -> None:
+def test_the_reward_test_pairs_tasks_when_both_parts_trained_on_them(tmp_path: Path) -> None:
     """Tasks of very different difficulty, each gaining 0.1: per step the task draw looks
-    like noise, paired by task it cancels. With other tasks in the last quarter the
-    per-step error decides."""
+    like noise, paired by task it cancels. With other tasks in the last part the per-step
+    error decides."""
     lc = _check_module()
     hard, easy = [(f"h{i}", 0.1) for i in range(4)], [(f"e{i}", 0.8) for i in range(4)]
     epoch = [[hard[0], hard[1]], [easy[0], easy[1]], [hard[2], easy[2]], [hard[3], easy[3]]]
     later = [[(t, r + 0.1) for t, r in rows] for rows in reversed(epoch)]  # another order, a bit better
     rewards = _write_run(tmp_path / "a", [*epoch, *epoch, *epoch, *later])
-    paired = lc.quarter_test(rewards, tmp_path / "a")
+    paired = lc.first_last_test(rewards, tmp_path / "a")
     assert paired["noise"] == "tasks" and paired["tasks"] == {"first": 8, "last": 8, "both": 8}
     assert abs(paired["diff"] - 0.1) < 1e-9 and paired["se_tasks"] < 1e-6 < paired["se_steps"]
     assert paired["beyond_noise"] and not paired["diff"] > 2 * paired["se_steps"]
 
     other = [[(t.replace("h", "x").replace("e", "y"), r + 0.1) for t, r in rows] for rows in epoch]
     rewards = _write_run(tmp_path / "b", [*epoch, *epoch, *epoch, *other])
-    unpaired = lc.quarter_test(rewards, tmp_path / "b")
+    unpaired = lc.first_last_test(rewards, tmp_path / "b")
     assert unpaired["noise"] == "steps" and unpaired["se_tasks"] is None
     assert unpaired["tasks"]["both"] == 0 and not unpaired["beyond_noise"]
+
+    # Two epochs, the check's default: the parts are the first and the last epoch.
+    rewards = _write_run(tmp_path / "c", [*epoch, *later])
+    two = lc.first_last_test(rewards, tmp_path / "c", part=len(epoch))
+    assert two["steps_per_part"] == 4 and two["noise"] == "tasks" and two["tasks"]["both"] == 8
+    assert abs(two["diff"] - 0.1) < 1e-9 and two["beyond_noise"]
+    assert lc.first_last_test(rewards, tmp_path / "c")["steps_per_part"] == 2  # a quarter: other tasks
+
+
+def test_the_pass_at_1_change_is_paired_by_task() -> None:
+    """Task difficulty cancels out of the change's noise: tasks of very different pass rates,
+    each up by 0.25, give a change of 0.25 with no spread."""
+    lc = _check_module()
+    before = {"per_task": {"a": {"correct": 0, "n": 4}, "b": {"correct": 3, "n": 4}, "c": {"correct": 1, "n": 4}}}
+    after = {"per_task": {"a": {"correct": 1, "n": 4}, "b": {"correct": 4, "n": 4}, "c": {"correct": 2, "n": 4}}}
+    assert lc.paired_change(before, after, {"a", "b", "c"}) == {"tasks": 3, "change": 0.25, "se": 0.0}
+    mixed = lc.paired_change(before, after | {"per_task": {**after["per_task"], "a": {"correct": 0, "n": 4}}}, {"a", "b"})
+    assert mixed["tasks"] == 2 and mixed["change"] == 0.125 and mixed["se"] == 0.125
 
 
 def test_split_pass_is_pass_at_1_over_the_split_s_tasks_with_its_standard_error() -> None:
@@ -76,8 +94,6 @@ def test_grpo_on_the_demo_raises_reward_and_pass_at_1(tmp_path: Path, docker_rea
                           cwd=REPO, capture_output=True, text=True, timeout=60 * 60)
     assert proc.stdout.strip(), proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    quarters = report["reward"]
-    assert quarters["beyond_noise"], f"reward did not rise beyond noise: {quarters}"
-    assert report["pass_at_1_gain"] >= 0.05, (
-        f"pass@1 {report['pass_at_1_before']:.3f} -> {report['pass_at_1_after']:.3f}")
+    assert report["pass_at_1_gain"] >= 0.05 and report["pass_at_1_gain"] > 2 * report["se_gain"], (
+        f"pass@1 {report['pass_at_1_before']:.3f} -> {report['pass_at_1_after']:.3f} (se {report['se_gain']})")
     assert proc.returncode == 0

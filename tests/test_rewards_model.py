@@ -129,6 +129,23 @@ def test_text_for_chat_and_plain():
     chat = text_for([{"role": "user", "content": "Q"}], [{"role": "assistant", "content": "A"}])
     assert chat == "Q\n\nA"
 
+    class Strict:  # a template that raises on these messages, as a jinja template's raise_exception does
+        chat_template = "{{ raise_exception('Conversation roles must alternate') }}"
+
+        def apply_chat_template(self, messages, tokenize=False):
+            raise ValueError("Conversation roles must alternate user/assistant")
+
+    class Plain:
+        chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+
+        def apply_chat_template(self, messages, tokenize=False):
+            return "".join(f"<{m['role']}>{m['content']}" for m in messages)
+
+    assert text_for("Q", [{"role": "assistant", "content": "A"}], Plain()) == "<user>Q<assistant>A"
+    # Not scored as other text than the model was trained on, silently: the cause is named.
+    with pytest.raises(RewardError, match="chat template rejects the conversation .*roles must alternate"):
+        text_for("Q", [{"role": "assistant", "content": "A"}], Strict())
+
 
 # --------------------------------------------------------------------------- remote
 

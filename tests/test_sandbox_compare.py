@@ -11,6 +11,7 @@ import pytest
 
 from grpo_code.sandbox.executor import codec
 from grpo_code.sandbox.executor.compare import output_equal, values_equal
+from grpo_code.sandbox.values import suite_tree
 
 
 @pytest.mark.parametrize(
@@ -128,7 +129,7 @@ def test_value_comparisons(actual, expected, test, same):
     ],
 )
 def test_suite_values_round_trip(value):
-    tree = codec.suite_tree(value)
+    tree = suite_tree(value)
     back = codec.from_tree(tree, plain_objects=True)
     assert back == value and type(back) is type(value)
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from grpo_code.sandbox import Sandbox, image
 from grpo_code.sandbox.fingerprint import LIMIT_FIELDS, harness_fingerprint, sandbox_fingerprint
 
 SB = SandboxConfig()
+PACKAGE = Path(grpo_code.__file__).resolve().parent
 LIMITS = ["timeout_s", "memory_mb", "max_output_kb", "file_size_mb", "compile_timeout_s", "compile_memory_mb",
           "pids_limit", "tmpfs_mb"]
 
@@ -33,6 +37,33 @@ def test_a_change_to_the_sandbox_runtime_moves_it(monkeypatch: pytest.MonkeyPatc
     before = harness_fingerprint("python", SB)
     monkeypatch.setattr(image, "executor_hash", lambda: "0" * 16)
     assert harness_fingerprint("python", SB) != before
+
+
+HASH = "from grpo_code.sandbox.image import executor_hash; print(executor_hash())"
+
+
+def copy_hash(tmp_path: Path, edit: str | None = None) -> str:
+    """``executor_hash()`` of a copy of the package, with ``edit`` (a module path inside
+    it) changed as a developer would change it."""
+    copy = tmp_path / "copy"
+    shutil.copytree(PACKAGE, copy / "grpo_code", ignore=shutil.ignore_patterns("__pycache__"))
+    if edit is not None:
+        target = copy / "grpo_code" / edit
+        target.write_text(target.read_text() + "\n# a host-side change\nEDITED = True\n")
+    out = subprocess.run([sys.executable, "-c", HASH], cwd=copy, env={**os.environ, "PYTHONPATH": str(copy)},
+                         capture_output=True, text=True, check=True)
+    shutil.rmtree(copy)
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize("host_only", ["sandbox/languages.py", "sandbox/values.py", "sandbox/wire.py",
+                                       "sandbox/types.py", "tasks/evalplus.py"])
+def test_editing_host_only_code_keeps_the_executor_hash(tmp_path: Path, host_only: str) -> None:
+    """Host-only modules live outside the folder the image hash covers: editing one leaves
+    the image, the fingerprint and every stored verdict valid. Editing the executor moves it."""
+    assert copy_hash(tmp_path) == image.executor_hash()
+    assert copy_hash(tmp_path, host_only) == image.executor_hash()
+    assert copy_hash(tmp_path, "sandbox/executor/codec.py") != image.executor_hash()
 
 
 def test_the_language_moves_it() -> None:

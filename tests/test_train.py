@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from grpo_code.cli import app
 from grpo_code.config import load_config
-from grpo_code.errors import ConfigError
+from grpo_code.errors import ConfigError, GrpoCodeError
+from grpo_code.report.load import quarters
 from grpo_code.tasks import load_suite
 from grpo_code.train import (
     TrainError,
@@ -27,7 +28,6 @@ from grpo_code.train import (
     grpo_args,
     last_checkpoint,
     prepare_run,
-    quarters,
     step_series,
     summary_lines,
 )
@@ -98,9 +98,13 @@ def test_step_series_reads_metrics_and_keeps_a_redone_steps_last_value(tmp_path:
     path = tmp_path / "metrics.jsonl"
     rows = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 2, "loss": 1.0},
             {"step": 2, "reward": 0.3}, {"step": 3, "train_runtime": 5.0}]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{not json\n")
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 4, "rew')  # torn by a kill
     assert step_series(path, "reward") == [(1, 0.1), (2, 0.3)]
     assert step_series(tmp_path / "none.jsonl", "reward") == []
+    # A damaged line that is not the torn last one is named, not skipped.
+    path.write_text("\n".join(json.dumps(r) for r in rows[:2]) + "\n{not json\n" + json.dumps(rows[3]) + "\n")
+    with pytest.raises(GrpoCodeError, match=r"metrics.jsonl, line 3: not a JSON record"):
+        step_series(path, "reward")
 
 
 class FakeStream(io.StringIO):
@@ -405,7 +409,7 @@ def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "cannot generate through the openai backend" in result.stderr
 
 
-TINY = ["train.trl.max_steps=2", "train.trl.per_device_train_batch_size=8", "train.trl.num_generations=4",
+TINY = ["generation.backend=hf", "train.trl.max_steps=2", "train.trl.per_device_train_batch_size=8", "train.trl.num_generations=4",
         "train.trl.save_steps=1", "train.trl.learning_rate=1e-4", "generation.max_new_tokens=48",
         "generation.temperature=1.0", f"tasks.train_split={tiny_model.SPLIT}", "train.seed=1",
         "rewards.overlap=true", "train.stop_after_code=true", "sandbox.backend=docker", "sandbox.workers=2"]

@@ -9,19 +9,29 @@ import re
 from pathlib import Path
 from typing import Any
 
+from grpo_code.errors import GrpoCodeError
+
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of an append-only file; a torn last line (killed mid-write) is ignored."""
+    """Records of an append-only file. A torn last line (a run killed mid-write: no newline
+    yet) is ignored; any other line that is not a JSON object means the file is damaged,
+    and is named, not skipped."""
     if not path.is_file():
         return []
     out = []
     with path.open() as fh:
-        for line in fh:
-            if line.endswith("\n"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
+        for number, line in enumerate(fh, 1):
+            if not line.endswith("\n"):
+                break  # torn: only the last line can be
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise GrpoCodeError(f"{path}, line {number}: not a JSON record ({exc.msg})",
+                                    "the file is damaged: fix or delete that line, or move the file away") from None
+            if not isinstance(record, dict):
+                raise GrpoCodeError(f"{path}, line {number}: not a JSON object",
+                                    "the file is damaged: fix or delete that line, or move the file away")
+            out.append(record)
     return out
 
 

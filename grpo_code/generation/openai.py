@@ -7,10 +7,6 @@ run concurrently; connection errors, 429 and 5xx answers are retried with backof
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,6 +14,7 @@ from typing import Any
 from grpo_code.errors import GrpoCodeError
 from grpo_code.generation.base import Progress, Sampling
 from grpo_code.tasks.prompts import Prompt
+from grpo_code.web import HttpFailure, post_json
 
 
 class OpenAIGenerator:
@@ -35,26 +32,13 @@ class OpenAIGenerator:
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY", "")
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = ""
-        for attempt in range(self.retries + 1):
-            req = urllib.request.Request(f"{self.base_url}{path}", data=data, headers=headers)
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return json.loads(resp.read())
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}"
-                if exc.code != 429 and exc.code < 500:
-                    break
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                last = str(getattr(exc, "reason", exc))
-            if attempt < self.retries:
-                time.sleep(min(8.0, 0.5 * 2**attempt))
-        raise GrpoCodeError(f"generation server {self.base_url} failed: {last}",
-                            "check that the server runs and serves this model (generation.server_url)")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            return post_json(f"{self.base_url}{path}", body, timeout_s=self.timeout_s, retries=self.retries,
+                             headers=headers)
+        except HttpFailure as exc:
+            raise GrpoCodeError(f"generation server {self.base_url} failed: {exc}",
+                                "check that the server runs and serves this model (generation.server_url)") from None
 
     def _one(self, prompt: Prompt, sampling: Sampling, seed: int) -> list[str]:
         body: dict[str, Any] = {"model": self.name, "n": sampling.n, "temperature": sampling.temperature,

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_code import metric_names as M
 from grpo_code.errors import GrpoCodeError, MissingFileError
+from grpo_code.evaluate.files import read_jsonl
 
 # Test verdicts in the order they are stacked, and the completion-level shares logged next to them.
 TEST_VERDICTS = ["pass", "fail", "compile_error", "runtime_error", "timeout", "memory"]
@@ -43,6 +46,11 @@ class RunData:
                 xs.append(float(row["step"]))
                 ys.append(float(value))
         return xs, ys
+
+    def steps_of(self, key: str) -> list[tuple[int, float]]:
+        """``(step, value)`` of the rows that logged ``key`` with a finite number."""
+        xs, ys = self.series(key)
+        return [(int(x), y) for x, y in zip(xs, ys, strict=True)]
 
     def completion_limit(self) -> int | None:
         """The completion length limit the run sampled with (tokens)."""
@@ -107,19 +115,16 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _read_metrics(path: Path) -> list[dict[str, Any]]:
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The step rows of a run's ``metrics.jsonl``, one a step in step order (the one reader
+    of that file: ``train``'s summary and the report read the same rows). A step logged
+    twice (a resumed run repeats the steps after its checkpoint) keeps its last values; a
+    torn last line is ignored, a damaged one named."""
     by_step: dict[int, dict[str, Any]] = {}
-    with path.open() as fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                break  # a torn last line: the run was killed mid-write
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            # Step rows carry the reward; the trainer's closing line (train_runtime, ...) does not.
-            if isinstance(row, dict) and "reward" in row and isinstance(row.get("step"), int):
-                by_step.setdefault(row["step"], {}).update(row)  # a resumed run logs some steps again
+    for row in read_jsonl(path):
+        # Step rows carry the reward; the trainer's closing line (train_runtime, ...) does not.
+        if M.REWARD in row and isinstance(row.get("step"), int):
+            by_step.setdefault(row["step"], {}).update(row)
     return [by_step[s] for s in sorted(by_step)]
 
 
@@ -140,7 +145,7 @@ def load_dir(path: Path) -> list[Item]:
     if not path.is_dir():
         raise ReportError(f"{path} is not a directory", f"expected a directory holding {EXPECTED}")
     if all((path / f).is_file() for f in RUN_FILES):
-        return [RunData(path.resolve().name, path, _read_metrics(path / "metrics.jsonl"),
+        return [RunData(path.resolve().name, path, read_metrics(path / "metrics.jsonl"),
                         _read_config(path / "config.yaml"))]
     if (path / "summary.json").is_file():
         return [EvalData(path.resolve().name, path, _read_json(path / "summary.json"))]
@@ -169,26 +174,61 @@ def load_dirs(paths: list[Path]) -> list[Item]:
 # --------------------------------------------------------------------------- summary tables
 
 
+@dataclass(frozen=True)
+class Window:
+    """Steps at one end of a run: which, how many, their mean reward with its standard error, mean pass rate."""
+
+    start: int
+    """Its first step number."""
+    steps: int
+    reward: float
+    reward_se: float | None
+    """Standard error of the mean over the steps' rewards; None for a single step."""
+    pass_rate: float | None
+
+
+def quarters(rewards: list[tuple[int, float]], passes: list[tuple[int, float]]) -> tuple[Window | None, Window | None]:
+    """The first and the last quarter (at least one step each) of per-step ``(step, value)`` series.
+
+    The standard error is taken over the per-step means of the quarter: the steps of a quarter
+    train on different prompts, and that spread, not the spread between completions of one
+    prompt, is what a change of the reward has to stand out from.
+    """
+    if not rewards:
+        return None, None
+    q = max(1, len(rewards) // 4)
+    pass_of = dict(passes)
+
+    def window(part: list[tuple[int, float]]) -> Window:
+        values = [v for _, v in part]
+        mean = sum(values) / len(values)
+        se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+        rates = [pass_of[step] for step, _ in part if step in pass_of]
+        return Window(part[0][0], len(values), mean, se, sum(rates) / len(rates) if rates else None)
+
+    return window(rewards[:q]), window(rewards[-q:])
+
+
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 def run_summary(run: RunData) -> dict[str, Any]:
     """Steps, reward and pass rate in the first and last quarter of steps, step time, reward wait."""
-    _, reward = run.series("reward")
-    _, passes = run.series("tests/pass_rate")
-    _, step_s = run.series("timing/step_s")
-    _, wait = run.series("timing/reward_wait_s")
-    _, busy = run.series("timing/sandbox_busy_s")
-    q = max(1, len(reward) // 4)
-    qp = max(1, len(passes) // 4)
+    first, last = quarters(run.steps_of(M.REWARD), run.steps_of(M.PASS_RATE))
+    _, step_s = run.series(M.STEP_S)
+    _, wait = run.series(M.REWARD_WAIT_S)
+    _, busy = run.series(M.SANDBOX_BUSY_S)
     return {
         "name": run.name,
         "steps": int(run.rows[-1]["step"]) if run.rows else 0,
-        "reward_first": _mean(reward[:q]),
-        "reward_last": _mean(reward[-q:]),
-        "pass_first": _mean(passes[:qp]),
-        "pass_last": _mean(passes[-qp:]),
+        # The windows `grpo-code train` prints at its end, so the two never disagree.
+        "reward_first": first.reward if first else None,
+        "reward_last": last.reward if last else None,
+        "pass_first": first.pass_rate if first else None,
+        "pass_last": last.pass_rate if last else None,
         "step_s": _mean(step_s),
         # Share of step time blocked on rewards, and the same wait next to the sandbox's busy time.
         "wait_share": sum(wait) / sum(step_s) if wait and sum(step_s) > 0 else None,

@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
 
+from grpo_code import metric_names as M
 from grpo_code.report.load import TEST_VERDICTS, EvalData, RunData
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -157,19 +158,19 @@ def verdict_mix(runs: list[RunData]) -> Figure | str:
 
 
 def completion_length(runs: list[RunData]) -> Figure | str:
-    present = [(i, r) for i, r in enumerate(runs) if r.series("completions/mean_length")[0]]
+    present = [(i, r) for i, r in enumerate(runs) if r.series(M.MEAN_LENGTH)[0]]
     if not present:
         return "no run logged completions/mean_length"
-    clipped = any(r.series("completions/clipped_ratio")[0] for _, r in present)
+    clipped = any(r.series(M.CLIPPED_RATIO)[0] for _, r in present)
     fig, axes = _figure(5.6 if clipped else 4.0, nrows=2 if clipped else 1, sharex=True,
                         gridspec_kw={"height_ratios": [3, 1.4]} if clipped else None)
     ax = axes[0][0]
     handles = []
     limits = set()
     for i, run in present:
-        xs, mean = run.series("completions/mean_length")
-        lo_x, lo = run.series("completions/min_length")
-        hi_x, hi = run.series("completions/max_length")
+        xs, mean = run.series(M.MEAN_LENGTH)
+        lo_x, lo = run.series(M.MIN_LENGTH)
+        hi_x, hi = run.series(M.MAX_LENGTH)
         ax.plot(xs, mean, color=color(i), lw=2, marker="o" if len(xs) <= 40 else None, ms=3)
         if lo_x == xs and hi_x == xs:
             ax.fill_between(xs, lo, hi, color=color(i), alpha=0.15, lw=0)
@@ -180,7 +181,7 @@ def completion_length(runs: list[RunData]) -> Figure | str:
             limits.add(limit)
             ax.axhline(limit, color=color(i) if len(runs) > 1 else "#555555", ls="--", lw=1)
         if clipped:
-            cx, cy = run.series("completions/clipped_ratio")
+            cx, cy = run.series(M.CLIPPED_RATIO)
             axes[1][0].plot(cx, cy, color=color(i), lw=1.5, marker="o" if len(cx) <= 40 else None, ms=3)
     handles += [Line2D([], [], color="#555555", lw=2, label="mean"),
                 Patch(color="#555555", alpha=0.2, label="min to max")]
@@ -203,8 +204,8 @@ def completion_length(runs: list[RunData]) -> Figure | str:
 
 
 def timing(runs: list[RunData]) -> Figure | str:
-    keys = [("timing/sandbox_busy_s", "-", "sandbox busy (summed job run time)"),
-            ("timing/reward_wait_s", "--", "blocked on rewards after generation")]
+    keys = [(M.SANDBOX_BUSY_S, "-", "sandbox busy (summed job run time)"),
+            (M.REWARD_WAIT_S, "--", "blocked on rewards after generation")]
     present = [(i, r) for i, r in enumerate(runs) if any(r.series(k)[0] for k, _, _ in keys)]
     if not present:
         return "no run logged timing/reward_wait_s or timing/sandbox_busy_s"
@@ -236,7 +237,7 @@ def timing(runs: list[RunData]) -> Figure | str:
 
 
 def prompt_filter(runs: list[RunData]) -> Figure | str:
-    present = [(i, r) for i, r in enumerate(runs) if r.series("filter/skipped_frac")[0]]
+    present = [(i, r) for i, r in enumerate(runs) if r.series(M.FILTER_SKIPPED_FRAC)[0]]
     if not present:
         off = all(not r.config.get("train", {}).get("filter", {}).get("enabled") for r in runs if r.config)
         return ("prompt filter off in every run (train.filter.enabled: false)" if off
@@ -247,9 +248,9 @@ def prompt_filter(runs: list[RunData]) -> Figure | str:
     all_steps = [float(row["step"]) for _, r in present for row in r.rows]
     steps_span = (min(all_steps) - 0.3, max(all_steps) + 0.3)
     for i, run in present:
-        xs, skipped = run.series("filter/skipped_frac")
+        xs, skipped = run.series(M.FILTER_SKIPPED_FRAC)
         axes[0][0].plot(xs, skipped, color=color(i), lw=1.8, marker="o" if len(xs) <= 40 else None, ms=3)
-        sx, saved = run.series("filter/generations_saved")
+        sx, saved = run.series(M.FILTER_GENERATIONS_SAVED)
         total, cumulative = 0.0, []
         for v in saved:
             total += v
@@ -404,9 +405,9 @@ def eval_verdicts(evals: list[EvalData]) -> Figure | str:
 
 RUN_PLOTS: list[tuple[str, str, Callable[[list[RunData]], Figure | str]]] = [
     ("train_reward.png", "Reward per step", lambda runs: per_step(
-        runs, "reward", "reward (mean over completions)", "Reward per step")),
+        runs, M.REWARD, "reward (mean over completions)", "Reward per step")),
     ("train_pass_rate.png", "Pass rate per step", lambda runs: per_step(
-        runs, "tests/pass_rate", "completions passing every test", "Pass rate per step", share=True)),
+        runs, M.PASS_RATE, "completions passing every test", "Pass rate per step", share=True)),
     ("train_verdicts.png", "Verdict mix over time", verdict_mix),
     ("train_length.png", "Completion length", completion_length),
     ("train_timing.png", "Reward wait vs sandbox busy time", timing),

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from grpo_code import metric_names as M
 from grpo_code.sandbox.types import Result, Status, Verdict
 
 VERDICT_KEYS = [v.value for v in Verdict]
@@ -44,19 +45,19 @@ def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
     verdicts = Counter(t.verdict.value for r in judged for t in r.tests)
     n_tests = sum(verdicts.values())
     out = {
-        "tests/pass_rate": sum(r.status is Status.PASS for r in judged) / max(1, n - masked),
-        "tests/no_code": len(no_code) / n,
-        "tests/unfinished": unfinished / n,
-        "tests/masked": masked / n,
+        M.PASS_RATE: sum(r.status is Status.PASS for r in judged) / max(1, n - masked),
+        M.NO_CODE: len(no_code) / n,
+        M.UNFINISHED: unfinished / n,
+        M.MASKED: masked / n,
     }
     for key in VERDICT_KEYS:
         if key != "pass":
-            out[f"tests/{key}"] = verdicts.get(key, 0) / n_tests if n_tests else 0.0
+            out[M.verdict_share(key)] = verdicts.get(key, 0) / n_tests if n_tests else 0.0
     executed = [s.result.duration_ms for s in with_code if s.source == "executed" and s.result is not None]
-    out["sandbox/executed"] = float(len(executed))
+    out[M.EXECUTED] = float(len(executed))
     if executed:
-        out["sandbox/latency_p50_ms"] = percentile(executed, 50)
-        out["sandbox/latency_p95_ms"] = percentile(executed, 95)
+        out[M.LATENCY_P50_MS] = percentile(executed, 50)
+        out[M.LATENCY_P95_MS] = percentile(executed, 95)
     if with_code:
-        out["sandbox/cache_hit_rate"] = sum(s.source in ("cache", "inflight") for s in with_code) / len(with_code)
+        out[M.CACHE_HIT_RATE] = sum(s.source in ("cache", "inflight") for s in with_code) / len(with_code)
     return out

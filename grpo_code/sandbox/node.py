@@ -20,9 +20,9 @@ from typing import Any
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend, engine, local_backend
-from grpo_code.sandbox.executor.runners import RUNNERS
 from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.image import default_image
+from grpo_code.sandbox.languages import COMPILED
 from grpo_code.sandbox.pool import WorkerPool, shutdown_all
 from grpo_code.sandbox.types import Job, Result, Status
 from grpo_code.sandbox.wire import split_wire, wire_for
@@ -98,7 +98,7 @@ class NodeSandbox:
             cfg = self.config
             if self.backend == "docker":
                 # A compiler may use compile_memory_mb, the container must hold it.
-                memory = max(cfg.memory_mb, cfg.compile_memory_mb) if RUNNERS[language].compiled else cfg.memory_mb
+                memory = max(cfg.memory_mb, cfg.compile_memory_mb) if language in COMPILED else cfg.memory_mb
                 factory: Any = docker_backend.DockerFactory(
                     default_image(cfg, language), memory, cfg.pids_limit, cfg.tmpfs_mb
                 )

@@ -17,7 +17,7 @@ from typing import Any
 
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox.executor import codec
-from grpo_code.sandbox.executor.runners import RUNNERS
+from grpo_code.sandbox.languages import CALL_TESTS, LANGUAGES
 from grpo_code.sandbox.results import Result, Status, TestResult, Verdict
 
 __all__ = [
@@ -25,8 +25,6 @@ __all__ = [
     "TestResult", "Verdict", "load_jobs", "testcase_from_dict",
 ]
 
-LANGUAGES = tuple(RUNNERS)
-"""Languages with a runner (grpo_code/sandbox/executor/runners.py); each has its own image."""
 COMPARE_MODES = ("exact", "lines", "tokens")
 """How ``io`` output is compared (grpo_code/sandbox/executor/compare.py)."""
 VALUE_COMPARE_MODES = ("value", "python")
@@ -291,7 +289,7 @@ class Job:
               "entry_point", "must be a name")
         _want(self.helpers is None or (isinstance(self.helpers, str) and self.language == "python"), "helpers",
               "must be Python source, for a Python job")
-        if not RUNNERS[self.language].call_tests:
+        if self.language not in CALL_TESTS:
             for i, test in enumerate(self.tests):
                 _want(
                     test.kind != "call",

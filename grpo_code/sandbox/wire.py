@@ -14,8 +14,8 @@ from typing import Any
 
 from grpo_code.sandbox.executor.budget import cpu_budget_s
 from grpo_code.sandbox.executor.pyjob import CHECKER_MIN_S
-from grpo_code.sandbox.executor.runners import RUNNERS
 from grpo_code.sandbox.executor.zygote import REPLY_S as ZYGOTE_REPLY_S
+from grpo_code.sandbox.languages import COMPILED
 from grpo_code.sandbox.types import Job
 
 JOB_PART_BYTES = 16 * 1024 * 1024
@@ -42,7 +42,7 @@ def wire_job(
         "max_output_bytes": max_output_bytes,
         "file_size_mb": file_size_mb,
     }
-    if RUNNERS[job.language].compiled:
+    if job.language in COMPILED:
         out["limits"]["compile_timeout_s"] = compile_timeout_s
         out["limits"]["compile_memory_mb"] = compile_memory_mb
     return out

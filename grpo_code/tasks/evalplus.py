@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_code.errors import SuiteError
-from grpo_code.sandbox.executor.codec import suite_tree
+from grpo_code.sandbox.values import suite_tree
 from grpo_code.tasks.examples import docstring_examples, prompt_assert
 from grpo_code.tasks.helpers import prompt_helpers
 from grpo_code.tasks.records import Record, RecordError, convert_each, first_key

@@ -11,7 +11,7 @@ import ast
 import re
 from typing import Any
 
-from grpo_code.sandbox.executor import codec
+from grpo_code.sandbox.values import suite_tree
 
 Record = dict[str, Any]
 
@@ -50,8 +50,8 @@ def _call_test(expression: str, shown: str, entry: str) -> Record | None:
                 and not call.keywords):
             return None
         args = [ast.literal_eval(a) for a in call.args]
-        return {"kind": "call", "fn": entry, "args": [codec.suite_tree(a) for a in args],
-                "expected": codec.suite_tree(expected), "compare": "python"}
+        return {"kind": "call", "fn": entry, "args": [suite_tree(a) for a in args],
+                "expected": suite_tree(expected), "compare": "python"}
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
 

@@ -12,6 +12,8 @@ from typing import Any, TextIO
 
 from transformers import TrainerCallback
 
+from grpo_code import metric_names as M
+
 
 class MetricsLog(TrainerCallback):
     """Appends each log event of the trainer as one JSON line, and remembers the rewards."""
@@ -27,10 +29,10 @@ class MetricsLog(TrainerCallback):
         record = {"step": state.global_step, "time": round(time.time(), 3), **logs}
         with self.path.open("a") as fh:
             fh.write(json.dumps(record, default=float) + "\n")
-        if "reward" in logs:
-            self.rewards.append((state.global_step, float(logs["reward"])))
-        if "tests/pass_rate" in logs:
-            self.pass_rates.append((state.global_step, float(logs["tests/pass_rate"])))
+        if M.REWARD in logs:
+            self.rewards.append((state.global_step, float(logs[M.REWARD])))
+        if M.PASS_RATE in logs:
+            self.pass_rates.append((state.global_step, float(logs[M.PASS_RATE])))
 
 
 class ProgressBar(TrainerCallback):
@@ -78,16 +80,16 @@ class ProgressBar(TrainerCallback):
         if not logs or not state.is_world_process_zero:
             return
         now = time.monotonic()
-        if "reward" in logs:
-            self.fields["reward"] = f"{float(logs['reward']):.3f}"
-        if "tests/pass_rate" in logs:
-            self.fields["pass_rate"] = f"{float(logs['tests/pass_rate']):.3f}"
-        if "timing/step_s" in logs:
-            self.fields["step_s"] = f"{float(logs['timing/step_s']):.1f}"
-        elif "reward" in logs and self._last_log is not None:
+        if M.REWARD in logs:
+            self.fields["reward"] = f"{float(logs[M.REWARD]):.3f}"
+        if M.PASS_RATE in logs:
+            self.fields["pass_rate"] = f"{float(logs[M.PASS_RATE]):.3f}"
+        if M.STEP_S in logs:
+            self.fields["step_s"] = f"{float(logs[M.STEP_S]):.1f}"
+        elif M.REWARD in logs and self._last_log is not None:
             # Without the trainer's own step timing, the wall time since the last logged step.
             self.fields["step_s"] = f"{now - self._last_log:.1f}"
-        if "reward" in logs:
+        if M.REWARD in logs:
             self._last_log = now
             if self.lines:
                 out = self._out()

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 
+from grpo_code import metric_names as M
 from grpo_code.generation.watch import RowWatcher, TokenKinds
 from grpo_code.rewards.functions import CodeReward
 from grpo_code.tasks.extract import whole_program
@@ -95,16 +96,16 @@ class GrpoCodeTrainer(SeamTrainer):
         self._generate_s = 0.0
 
     def after_batch(self) -> None:
-        self.log_metric("timing/generate_s", self._generate_s)
+        self.log_metric(M.GENERATE_S, self._generate_s)
         if self.overlap:
-            self.log_metric("sandbox/early_jobs", self._early_rows)
+            self.log_metric(M.EARLY_JOBS, self._early_rows)
         if self.stop_after_code and self._generated_rows:
-            self.log_metric("completions/stopped_after_code", self._stopped_rows / self._generated_rows)
+            self.log_metric(M.STOPPED_AFTER_CODE, self._stopped_rows / self._generated_rows)
         if self.prompt_filter is not None and self.mode == "train":
             taken, skipped = self.prompt_filter.take_counts()
             if taken + skipped:
-                self.log_metric("filter/skipped_frac", skipped / (taken + skipped))
-                self.log_metric("filter/generations_saved", skipped * self.num_generations)
+                self.log_metric(M.FILTER_SKIPPED_FRAC, skipped / (taken + skipped))
+                self.log_metric(M.FILTER_GENERATIONS_SAVED, skipped * self.num_generations)
 
     def generation_watcher(self, rows: int) -> RowWatcher | None:
         self._watcher = None
@@ -158,12 +159,12 @@ class GrpoCodeTrainer(SeamTrainer):
         scorer.discard_early()  # nothing of this batch is left to claim
         scored = self.code_reward.last
         busy = sum(s.result.duration_ms for s in scored if s.source == "executed" and s.result is not None) / 1000
-        self.log_metric("timing/reward_wait_s", waited_s)
-        self.log_metric("timing/sandbox_busy_s", busy)
+        self.log_metric(M.REWARD_WAIT_S, waited_s)
+        self.log_metric(M.SANDBOX_BUSY_S, busy)
         started_before, wasted_before = self._speculation_seen
         self._speculation_seen = (scorer.speculated, scorer.speculation_wasted)
-        self.log_metric("sandbox/speculative_jobs", scorer.speculated - started_before)
-        self.log_metric("sandbox/speculative_wasted", scorer.speculation_wasted - wasted_before)
+        self.log_metric(M.SPECULATIVE_JOBS, scorer.speculated - started_before)
+        self.log_metric(M.SPECULATIVE_WASTED, scorer.speculation_wasted - wasted_before)
         logging = self.completions_path is not None
         if self.mode != "train" or not (logging or self.prompt_filter is not None):
             return
@@ -188,7 +189,7 @@ class GrpoCodeTrainer(SeamTrainer):
     def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
         started = time.perf_counter()
         out = super().training_step(model, inputs, num_items_in_batch)
-        self.log_metric("timing/step_s", time.perf_counter() - started, "train")
+        self.log_metric(M.STEP_S, time.perf_counter() - started, "train")
         return out
 
 

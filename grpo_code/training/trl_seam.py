@@ -72,6 +72,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from trl import GRPOTrainer
 
+from grpo_code import metric_names as M
 from grpo_code.generation.vllm import CPU_ENGINE, watching_engine
 from grpo_code.generation.vllm import cpu_build as vllm_cpu_build
 from grpo_code.training.packing import length_chunks
@@ -117,7 +118,12 @@ class SeamTrainer(GRPOTrainer):
             super().__init__(*args, **kwargs)
         generation = self.colocated_vllm
         if generation is not None and vllm_cpu_build():
-            generation.sync_weights = partial(reload_vllm_weights, generation)  # override 6
+            generation.sync_weights = partial(self._sync_cpu_vllm, generation)  # override 6
+
+    def _sync_cpu_vllm(self, generation: Any) -> None:
+        started = time.monotonic()
+        reload_vllm_weights(generation)
+        self.log_metric(M.WEIGHT_SYNC_S, time.monotonic() - started)
 
     # ----------------------------------------------------------------- hooks
 
@@ -139,7 +145,7 @@ class SeamTrainer(GRPOTrainer):
     def after_generation(self, completion_ids: list[list[int]], seconds: float) -> None:
         """The completions of a ``generate`` call, cut where the watcher stopped them, and
         how long the call took."""
-        self.log_metric("timing/generate_s", seconds)
+        self.log_metric(M.GENERATE_S, seconds)
 
     def after_rewards(self, inputs: list[dict[str, Any]], completions: list[Any], rewards: torch.Tensor,
                       waited_s: float) -> None:

@@ -11,14 +11,12 @@ still fails scores ``None`` (masked, never 0) and is counted in :attr:`failures`
 
 from __future__ import annotations
 
-import json
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from grpo_code.web import HttpFailure, post_json
 
 
 class RemoteScorer:
@@ -51,28 +49,19 @@ class RemoteScorer:
         body: dict[str, Any] = {"input": texts}
         if self.model:
             body["model"] = self.model
-        data = json.dumps(body).encode()
-        error = "no attempt"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+
+        def count() -> None:
             with self._lock:
                 self.requests += 1
-            try:
-                request = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = json.loads(response.read())
-                return parse_scores(payload, len(texts))
-            except urllib.error.HTTPError as exc:
-                error = f"HTTP {exc.code}"
-                if 400 <= exc.code < 500 and exc.code not in (408, 429):
-                    break  # the request itself is wrong; retrying cannot help
-            except (urllib.error.URLError, TimeoutError, OSError, ValueError, KeyError, TypeError) as exc:
-                error = f"{type(exc).__name__}: {exc}"
-        with self._lock:
-            self.failures += 1
-            self.last_error = error
-        return [None] * len(texts)
+
+        try:
+            return post_json(self.url, body, timeout_s=self.timeout_s, retries=self.retries, backoff_s=self.backoff_s,
+                             parse=lambda payload: parse_scores(payload, len(texts)), attempted=count)
+        except HttpFailure as exc:
+            with self._lock:
+                self.failures += 1
+                self.last_error = str(exc)
+            return [None] * len(texts)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -177,8 +177,11 @@ def text_for(prompt: Any, completion: Any, tokenizer: Any = None) -> str:
     if tokenizer is not None and getattr(tokenizer, "chat_template", None):
         try:
             return tokenizer.apply_chat_template(messages, tokenize=False)
-        except Exception:  # a template that rejects these messages: fall back to plain text
-            pass
+        except Exception as exc:  # scoring other text than the model was trained on would go unseen
+            raise RewardError(f"the reward model's chat template rejects the conversation "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+                              "use a reward model whose template takes a user turn and an assistant turn "
+                              "(roles as the policy's chat)") from None
     return "\n\n".join(message_text(m) for m in messages)
 
 

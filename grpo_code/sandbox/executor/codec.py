@@ -138,7 +138,7 @@ def _describe(t) -> str:
     return f"{module}.{name}" if module not in ("builtins", "") else str(name)
 
 
-_TAGS = ("$t", "$s", "$f", "$d", "$b", "$y", "$c", "$i", "$h", "$k", "$q")
+TAGS = ("$t", "$s", "$f", "$d", "$b", "$y", "$c", "$i", "$h", "$k", "$q")
 _BASES = (int, float, complex, str, bytes, bytearray, tuple, list, dict, set, frozenset)
 _PLAIN = frozenset({type(None), bool, *_BASES})
 _LIBRARY_MODULES = frozenset({"collections", "fractions", "decimal"})
@@ -242,7 +242,7 @@ def from_tree(tree, make_handle=None, _depth=0, plain_objects=False):
     if plain_objects:
         if t is list:
             return [from_tree(v, None, d, True) for v in tree]
-        if t is dict and not (len(tree) == 1 and next(iter(tree)) in _TAGS and next(iter(tree)) != "$h"):
+        if t is dict and not (len(tree) == 1 and next(iter(tree)) in TAGS and next(iter(tree)) != "$h"):
             return {k: from_tree(v, None, d, True) for k, v in tree.items()}
         return _tagged(tree, None, d, True)
     if t is list:
@@ -259,7 +259,7 @@ def _tagged(tree, make_handle, d, plain):
         if make_handle is None or _type(body) is not int or _type(tree.get("t")) is not str:
             raise CodecError("unexpected handle")
         return make_handle(body, tree["t"])
-    if len(tree) != 1 or tag not in _TAGS:
+    if len(tree) != 1 or tag not in TAGS:
         raise CodecError("malformed value")
     try:
         if tag == "$t":
@@ -300,28 +300,6 @@ def _tagged(tree, make_handle, d, plain):
         raise CodecError("malformed value") from None
 
 
-def suite_tree(value):
-    """``value`` in the form suites write: :func:`to_tree`, but a dict with string keys is a
-    plain JSON object (read back with ``from_tree(..., plain_objects=True)``)."""
-    return _plain_dicts(to_tree(value))
-
-
-def _plain_dicts(tree):
-    if _type(tree) is list:
-        return [_plain_dicts(v) for v in tree]
-    if _type(tree) is not dict:
-        return tree
-    tag, body = next(iter(tree.items()))
-    if tag == "$d":
-        pairs = [[_plain_dicts(k), _plain_dicts(v)] for k, v in body]
-        if all(_type(k) is str for k, _ in pairs) and not (len(pairs) == 1 and pairs[0][0] in _TAGS):
-            return {k: v for k, v in pairs}
-        return {"$d": pairs}
-    if tag in ("$t", "$s", "$f") or (tag == "$k" and body[0] != "Fraction"):
-        return {tag: _plain_dicts(body)}
-    return tree
-
-
 def _list(body) -> list:
     if _type(body) is not list:
         raise CodecError("malformed value")
@@ -332,21 +310,3 @@ def _str(body) -> str:
     if _type(body) is not str:
         raise CodecError("malformed value")
     return body
-
-
-def json_view(value):
-    """A decoded value as the plain data of ``call`` tests (tuples as lists, ``str`` dict
-    keys only); raises :class:`CodecError` for anything else."""
-    t = _type(value)
-    if value is None or t in (bool, int, float, str):
-        return value
-    if t is list or t is tuple:
-        return [json_view(v) for v in value]
-    if t is dict:
-        out = {}
-        for k, v in value.items():
-            if _type(k) is not str:
-                raise CodecError(f"dict key of type {_type(k).__name__} (only str keys are plain data)")
-            out[k] = json_view(v)
-        return out
-    raise CodecError(f"returned a {_describe(t)}, which is not plain data")

@@ -72,9 +72,6 @@ class Runner:
     tools: tuple[str, ...] = ()
     """Executables the runner needs on PATH (checked before a job runs)."""
     in_process = False
-    call_tests = True
-    compiled = False
-    """True when ``prepare`` runs a compiler (the host adds compile time to job deadlines)."""
 
     def missing_tools(self) -> list[str]:
         return [tool for tool in self.tools if shutil.which(tool) is None]
@@ -285,8 +282,6 @@ class CppRunner(Runner):
 
     language = "cpp"
     tools = ("g++",)
-    call_tests = False
-    compiled = True
     FLAGS = ("-std=c++17", "-O2", "-pipe")
 
     def compile_argv(self, program: str, source: str, output: str) -> list[str]:

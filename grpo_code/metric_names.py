@@ -1,0 +1,49 @@
+"""The names of the per-step metrics in ``metrics.jsonl`` (and TensorBoard, W&B), defined
+once: the trainer and the reward functions log them, ``train``'s summary and the report
+read them. TRL's own names (``reward``, ``completions/*``) are here too, as TRL spells them.
+"""
+
+from __future__ import annotations
+
+# TRL's
+REWARD = "reward"
+"""Mean reward of the step's completions."""
+MEAN_LENGTH = "completions/mean_length"
+MIN_LENGTH = "completions/min_length"
+MAX_LENGTH = "completions/max_length"
+CLIPPED_RATIO = "completions/clipped_ratio"
+"""Share of completions that ended without an end token (cut at the limit, or stopped after their code)."""
+
+# Rewards (grpo_code.rewards.metrics)
+PASS_RATE = "tests/pass_rate"
+"""Completions that passed every test, among those scored."""
+NO_CODE = "tests/no_code"
+UNFINISHED = "tests/unfinished"
+MASKED = "tests/masked"
+
+
+def verdict_share(verdict: str) -> str:
+    """Share of the step's executed tests with this verdict (``tests/fail``, ``tests/timeout``...)."""
+    return f"tests/{verdict}"
+
+
+EXECUTED = "sandbox/executed"
+LATENCY_P50_MS = "sandbox/latency_p50_ms"
+LATENCY_P95_MS = "sandbox/latency_p95_ms"
+CACHE_HIT_RATE = "sandbox/cache_hit_rate"
+
+# The trainer's (grpo_code.training)
+STEP_S = "timing/step_s"
+GENERATE_S = "timing/generate_s"
+REWARD_WAIT_S = "timing/reward_wait_s"
+"""Time the step was blocked on rewards after generation."""
+SANDBOX_BUSY_S = "timing/sandbox_busy_s"
+"""Summed run time of the step's sandbox jobs."""
+WEIGHT_SYNC_S = "timing/weight_sync_s"
+"""Copying the trained weights into the CPU build of vLLM (colocated)."""
+EARLY_JOBS = "sandbox/early_jobs"
+SPECULATIVE_JOBS = "sandbox/speculative_jobs"
+SPECULATIVE_WASTED = "sandbox/speculative_wasted"
+STOPPED_AFTER_CODE = "completions/stopped_after_code"
+FILTER_SKIPPED_FRAC = "filter/skipped_frac"
+FILTER_GENERATIONS_SAVED = "filter/generations_saved"
