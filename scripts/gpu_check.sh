@@ -32,10 +32,12 @@ overrides() {
     [ "${3:-1}" = 1 ] && precision=(model.dtype=bfloat16 train.trl.bf16=true)
     printf '%s\n' train.trl.use_cpu=false "${precision[@]}" "train.trl.max_steps=$STEPS" \
         train.trl.save_steps=100000 'output.report_to=[]' "output.dir=$2"
-    if [ "$1" = vllm ]; then
+    if [ "$1" = hf ]; then
+        printf '%s\n' generation.backend=hf   # the demo picks vllm where it is installed
+    else
         printf '%s\n' generation.backend=vllm generation.vllm_mode=colocate \
             generation.vllm_gpu_memory_utilization=0.25 train.trl.vllm_max_model_length=1024 \
-            train.stop_after_code=false   # vLLM generates a batch in one call: nothing to stop early
+            train.stop_after_code=false   # as the GPU numbers were measured (the vLLM path stops rows now too)
     fi
 }
 

@@ -26,7 +26,7 @@ def test_two_processes_draw_one_prompt_stream_and_record_whole_groups(tiny_model
     records.mkdir()
     # 6 rows per process, groups of 4: of each step's 3 prompts, the middle one's group is
     # split between the two processes.
-    overrides = [f"train.trl.max_steps={STEPS}", "train.trl.per_device_train_batch_size=6",
+    overrides = ["generation.backend=hf", f"train.trl.max_steps={STEPS}", "train.trl.per_device_train_batch_size=6",
                  f"train.trl.num_generations={GENERATIONS}", "train.trl.save_steps=100",
                  "generation.max_new_tokens=48", "generation.temperature=1.0",
                  f"tasks.train_split={tiny_model.SPLIT}", "train.seed=3", "train.filter.enabled=true",

@@ -2,7 +2,7 @@
 
 Marked ``vllm`` (not ``gpu``): they run wherever vLLM is installed, CI included
 (``scripts/setup.sh`` installs the CPU build). Each starts a real engine on the demo model
-(about 30 s on 2 cores), so the set is small: the weight sync the CPU build needs, eval
+(about 35 s on 2 cores), so the set is small: the weight sync the CPU build needs, a LoRA step, eval
 through vLLM with a LoRA adapter (completions stopped after their code), a training step colocated with scoring overlapped and
 completions stopped after their code, and generation from a vLLM server on loopback
 (server-mode training needs CUDA: TRL syncs a server's weights over NCCL).
@@ -138,6 +138,23 @@ def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_
     assert metrics["timing/sandbox_busy_s"] > 0 and "completions/stopped_after_code" in metrics
     assert len(rows) == 8 and all(r["status"] for r in rows)
     assert (run / "final" / "config.json").is_file()
+
+
+@pytest.mark.docker
+def test_a_lora_step_with_vllm_syncs_merged_weights_and_saves_the_adapter(docker_ready, demo_model_dir, tmp_path):
+    """LoRA training, vLLM colocated: TRL's parameter walk merges the adapter into the base
+    weights and the engine reloads those (on the CPU build through override 6, timed); the
+    run saves the adapter, which eval serves on its base (the test above)."""
+    from grpo_code.generation.vllm import cpu_build
+
+    run = tmp_path / "run"
+    rows = train_step(run, "demo", "model.peft={r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}",
+                      "generation.max_new_tokens=64", "sandbox.backend=docker")
+    assert len(rows) == 8 and all(r["status"] for r in rows)
+    synced = [m["timing/weight_sync_s"] for m in read_jsonl(run / "metrics.jsonl") if "timing/weight_sync_s" in m]
+    if cpu_build():  # GPUs keep TRL's own sync, untimed
+        assert synced and all(s > 0 for s in synced), synced
+    assert (run / "final" / "adapter_config.json").is_file()
 
 
 @pytest.mark.docker
