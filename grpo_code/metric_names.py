@@ -22,11 +22,6 @@ UNFINISHED = "tests/unfinished"
 MASKED = "tests/masked"
 
 
-def verdict_share(verdict: str) -> str:
-    """Share of the step's executed tests with this verdict (``tests/fail``, ``tests/timeout``...)."""
-    return f"tests/{verdict}"
-
-
 EXECUTED = "sandbox/executed"
 LATENCY_P50_MS = "sandbox/latency_p50_ms"
 LATENCY_P95_MS = "sandbox/latency_p95_ms"
@@ -47,3 +42,8 @@ SPECULATIVE_WASTED = "sandbox/speculative_wasted"
 STOPPED_AFTER_CODE = "completions/stopped_after_code"
 FILTER_SKIPPED_FRAC = "filter/skipped_frac"
 FILTER_GENERATIONS_SAVED = "filter/generations_saved"
+
+
+def verdict_share(verdict: str) -> str:
+    """Share of the step's executed tests with this verdict (``tests/fail``, ``tests/timeout``...)."""
+    return f"tests/{verdict}"

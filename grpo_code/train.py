@@ -27,7 +27,7 @@ from typing import Any
 from grpo_code import metric_names as M
 from grpo_code.config import RunConfig, load_config, read_yaml
 from grpo_code.errors import ConfigError, GrpoCodeError
-from grpo_code.report.load import Window, quarters, read_metrics
+from grpo_code.report.load import Window, quarters, read_metrics, step_values
 
 
 class TrainError(GrpoCodeError):
@@ -49,8 +49,7 @@ class TrainSummary:
 def step_series(path: Path, key: str) -> list[tuple[int, float]]:
     """``(step, value)`` of ``key`` from a ``metrics.jsonl``, in step order (the report's
     reader: a step logged twice keeps its last value)."""
-    return [(row["step"], float(row[key])) for row in read_metrics(path)
-            if isinstance(row.get(key), int | float) and not isinstance(row.get(key), bool)]
+    return step_values(read_metrics(path), key)
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -275,8 +274,9 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         if trainer.accelerator.is_main_process:
             tokenizer.save_pretrained(str(final))
     # From metrics.jsonl, so a resumed run is summarized whole (this process saw only its own steps).
-    rewards = step_series(metrics.path, M.REWARD) or metrics.rewards
-    passes = step_series(metrics.path, M.PASS_RATE) or metrics.pass_rates
+    logged = read_metrics(metrics.path)
+    rewards = step_values(logged, M.REWARD) or metrics.rewards
+    passes = step_values(logged, M.PASS_RATE) or metrics.pass_rates
     first, last = quarters(rewards, passes)
     return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started)
 

@@ -158,14 +158,12 @@ def first_last_test(rewards: list[float], run_dir: Path, part: int | None = None
             "beyond_noise": bool(steps >= 2 * q and q >= 2 and diff > 2 * se)}
 
 
-def epoch_steps(cfg) -> int | None:
+def epoch_steps(cfg, suite) -> int | None:
     """Steps in one pass over the train split (None when the prompts a step do not divide it)."""
-    from grpo_code.tasks import load_suite
-
     trl = cfg.train.trl
     rows = trl.get("per_device_train_batch_size", 8) * trl.get("gradient_accumulation_steps", 1)
     prompts = rows // trl.get("num_generations", 8)
-    tasks = len(load_suite(cfg.tasks.suite, cfg.tasks.paths).split(cfg.tasks.train_split).tasks)
+    tasks = len(suite.split(cfg.tasks.train_split).tasks)
     return tasks // prompts if prompts and tasks % prompts == 0 else None
 
 
@@ -207,15 +205,15 @@ def main() -> None:
 
     bf16 = args.precision == "bf16" or (args.precision == "auto" and native_bf16())
     precision = ["train.trl.bf16=true"] if bf16 else []
-    if args.backend == "auto":
-        import importlib.util
-
-        args.backend = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
-    precision.append(f"generation.backend={args.backend}")
+    precision.append(f"generation.backend={args.backend}")  # auto: the config decides, as for the demo
     # What the check reads from the config (suite, sampling, model, prompts a step) does not
     # depend on max_steps, so one load serves both.
     cfg = load_config(args.config, [*LEARNING, *precision, *args.overrides])
-    epoch = epoch_steps(cfg)
+    args.backend = cfg.generation.backend
+    from grpo_code.tasks import load_suite
+
+    suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
+    epoch = epoch_steps(cfg, suite)
     if args.steps is None:
         if epoch is None:
             sys.exit("error: the prompts a step do not divide the train split; give --steps")
@@ -237,10 +235,7 @@ def main() -> None:
     turns = cfg.train.multi_turn.turns
     eval_stop += ["--turns", str(turns)] if turns > 1 else []
 
-    from grpo_code.tasks import load_suite
-
     held_out = cfg.tasks.eval_split
-    suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
     split_ids = {name: {t.id for t in suite.split(name).tasks} for name in (cfg.tasks.train_split, held_out)}
     # vLLM gets every prompt of an eval at once (its scheduler batches them); hf generates
     # --batch-size sequences a forward pass.

@@ -105,7 +105,9 @@ class VLLMGenerator:
             from vllm.lora.request import LoRARequest
 
             self.lora = LoRARequest("adapter", 1, model.adapter)
-        self.kinds: Any = None  # the token kinds stopping needs, made on first use
+        from grpo_code.generation.watch import TokenKinds
+
+        self.kinds = TokenKinds(self.tokenizer)
 
     def text(self, prompt: Prompt) -> str:
         return prompt_text(self.tokenizer, prompt)
@@ -134,10 +136,8 @@ class VLLMGenerator:
         """Each completion ended once ``done`` says its program is whole: one request per
         completion (the engine's step loop is followed request by request), each seeded
         from ``seed`` and its place, so a rerun samples the same."""
-        from grpo_code.generation.watch import TokenKinds, program_stop
+        from grpo_code.generation.watch import program_stop
 
-        if self.kinds is None:
-            self.kinds = TokenKinds(self.tokenizer)
         rows = len(texts) * n
         watcher = program_stop(self.tokenizer, 0, n, rows, done, self.kinds)
         with watching_engine(self.llm, watcher):

@@ -39,18 +39,12 @@ class RunData:
 
     def series(self, key: str) -> tuple[list[float], list[float]]:
         """(steps, values) of the rows that logged ``key`` with a finite number."""
-        xs, ys = [], []
-        for row in self.rows:
-            value = row.get(key)
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                xs.append(float(row["step"]))
-                ys.append(float(value))
-        return xs, ys
+        pairs = step_values(self.rows, key)
+        return [float(s) for s, _ in pairs], [v for _, v in pairs]
 
     def steps_of(self, key: str) -> list[tuple[int, float]]:
         """``(step, value)`` of the rows that logged ``key`` with a finite number."""
-        xs, ys = self.series(key)
-        return [(int(x), y) for x, y in zip(xs, ys, strict=True)]
+        return step_values(self.rows, key)
 
     def completion_limit(self) -> int | None:
         """The completion length limit the run sampled with (tokens)."""
@@ -113,6 +107,16 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or "pass_at_k" not in data:
         raise ReportError(f"{path} is not an eval summary (no pass_at_k)", "pass a directory written by grpo-code eval")
     return data
+
+
+def step_values(rows: list[dict[str, Any]], key: str) -> list[tuple[int, float]]:
+    """``(step, value)`` of the metric rows that logged ``key`` with a finite number."""
+    out = []
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out.append((int(row["step"]), float(value)))
+    return out
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -207,8 +211,6 @@ def quarters(rewards: list[tuple[int, float]], passes: list[tuple[int, float]]) 
         return Window(part[0][0], len(values), mean, se, sum(rates) / len(rates) if rates else None)
 
     return window(rewards[:q]), window(rewards[-q:])
-
-
 
 
 def _mean(values: list[float]) -> float | None:
