@@ -64,8 +64,8 @@ class ModelConfig:
 
     name: str = "smollm2-135m-instruct"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    revision: str | None = None
     trust_remote_code: bool = False
+    """Run the model repository's own code (its tokenizer, model and, with vLLM, the engine's)."""
     peft: dict[str, Any] | None = None
     """LoRA settings handed to ``peft.LoraConfig`` (e.g. ``{r: 16, lora_alpha: 32}``); null = full fine-tune."""
 
@@ -162,9 +162,9 @@ class RewardTestsConfig:
     """Reward when no program can be extracted from the completion."""
     compile_error: float = 0.0
     """Reward when the program does not compile."""
-    truncated: float | None = 0.0
+    truncated: float = 0.0
     """Reward for a completion cut at the length limit inside its code block: the program is
-    unfinished and is not run. null runs it like any other program."""
+    unfinished and is not run (the verifier's one rule: eval counts it as not passed)."""
     max_masked_frac: float = field(default=0.5, metadata=bounds(0.0, 1.0))
     """A step where more than this share of rewards is masked (infra errors) fails."""
 

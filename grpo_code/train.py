@@ -159,6 +159,7 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
         "report_to": report_to or "none",
         "use_vllm": gen.backend == "vllm",
         "save_only_model": False,
+        "trust_remote_code": cfg.model.trust_remote_code,  # TRL hands it to vLLM's engine
     }
     if gen.backend == "vllm":
         defaults["vllm_mode"] = gen.vllm_mode
@@ -207,13 +208,15 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     hf_logging.disable_progress_bar()
 
     from grpo_code.generation.base import prompt_style, resolve, torch_dtype
-    from grpo_code.rewards.functions import build_reward_funcs
+    from grpo_code.rewards.functions import build_reward_funcs, reward_verifier
     from grpo_code.sandbox import Sandbox
     from grpo_code.tasks import load_suite, oracle, render
     from grpo_code.training.callbacks import MetricsLog, ProgressBar
     from grpo_code.training.filter import PromptFilter
     from grpo_code.training.packing import trim_padding_for
     from grpo_code.training.trainer import GrpoCodeTrainer
+    from grpo_code.training.trl_seam import end_token_ids
+    from grpo_code.verify.early import EarlyJobs
 
     suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
     train_tasks = suite.split(cfg.tasks.train_split)
@@ -221,7 +224,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     resolved = resolve(cfg.model.name, log)
     if resolved.adapter:
         raise TrainError(f"{cfg.model.name} is a LoRA adapter", "train from its base model with model.peft set")
-    tokenizer = AutoTokenizer.from_pretrained(resolved.tokenizer_path)
+    tokenizer = AutoTokenizer.from_pretrained(resolved.tokenizer_path, trust_remote_code=cfg.model.trust_remote_code)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     style = prompt_style(tokenizer)
@@ -248,17 +251,19 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
                 for t in train_tasks.tasks]
         dataset = Dataset.from_list(rows)
-        multi = multi_turn(cfg, style, sandbox, train_tasks, log)
+        multi_turn_on = cfg.train.multi_turn.turns > 1
         # A multi-turn rollout's reward is on the hidden tests (those no feedback can quote).
-        scored_tasks = train_tasks if multi is None else dataclasses.replace(
+        scored_tasks = train_tasks if not multi_turn_on else dataclasses.replace(
             train_tasks, tasks=tuple(dataclasses.replace(t, tests=t.hidden_tests or t.tests) for t in train_tasks.tasks))
-        funcs = build_reward_funcs(cfg.rewards, sandbox, scored_tasks, extract=cfg.tasks.extract, style=style)
-        funcs[0].turn_cost = cfg.train.multi_turn.turn_cost
+        verifier = reward_verifier(cfg.rewards, sandbox, scored_tasks, extract=cfg.tasks.extract)
+        multi = multi_turn(cfg, style, verifier, log)
+        early = EarlyJobs(verifier, style) if cfg.rewards.overlap and multi is None else None
+        funcs = build_reward_funcs(cfg.rewards, verifier, style=style, end_token_ids=end_token_ids(model, tokenizer),
+                                   turn_cost=cfg.train.multi_turn.turn_cost, early=early)
         trainer = GrpoCodeTrainer(
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
-            code_reward=funcs[0], style=style, overlap=cfg.rewards.overlap and multi is None,
-            prompt_filter=prompt_filter, rollout_func=multi,
+            code_reward=funcs[0], early=early, prompt_filter=prompt_filter, rollout_func=multi,
             stop_after_code=cfg.train.stop_after_code, trim_padding=trim_padding,
             completions_path=run_dir / "completions.jsonl",
         )
@@ -268,7 +273,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         try:
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         finally:
-            funcs[0].scorer.close()
+            verifier.close()
         final = run_dir / "final"
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
@@ -281,7 +286,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started)
 
 
-def multi_turn(cfg: RunConfig, style: str, sandbox: Any, tasks: Any, log: Callable[[str], None]) -> Any:
+def multi_turn(cfg: RunConfig, style: str, verifier: Any, log: Callable[[str], None]) -> Any:
     """The multi-turn rollout of ``train.multi_turn`` (``None``: single-turn), with what it turns off said."""
     mt = cfg.train.multi_turn
     if mt.turns <= 1:
@@ -298,7 +303,7 @@ def multi_turn(cfg: RunConfig, style: str, sandbox: Any, tasks: Any, log: Callab
         log("note: multi-turn rollouts score the last answer once the rollout is over (rewards.overlap's early "
             "scoring is off); each turn's checks still start as rows end")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's hook for this
-    return MultiTurnRollout({t.id: t for t in tasks.tasks}, sandbox, mt.turns, cfg.tasks.extract, template)
+    return MultiTurnRollout(verifier, mt.turns, template)
 
 
 def _steps(w: Window, end: str) -> str:

@@ -11,12 +11,13 @@ from typer.testing import CliRunner
 
 from grpo_code.cli import app
 from grpo_code.config import SandboxConfig
-from grpo_code.evaluate import EvalError, EvalSettings, Hooks, eval_model, first_failure, usable_ks
+from grpo_code.evaluate import EvalError, EvalSettings, Hooks, eval_model, usable_ks
 from grpo_code.sandbox import Sandbox
 from grpo_code.sandbox.types import Result, Status, TestResult, Verdict
 from grpo_code.tasks import load_suite
 from grpo_code.tasks.samples import program_from_completion
 from grpo_code.tasks.suite import suite_from_records
+from grpo_code.verify.failure import failure_of
 
 runner = CliRunner()
 
@@ -131,12 +132,13 @@ def test_positional_overrides_are_config_not_models(tmp_path: Path) -> None:
 def test_first_failure_is_clipped_and_names_the_job_error() -> None:
     long = "x" * 1000 + "ValueError: the end"
     result = Result(Status.FAIL, 1, 2, (TestResult(Verdict.PASS), TestResult(Verdict.RUNTIME_ERROR, message=long)))
-    got = first_failure(result)
+    got = failure_of(result).record()
     assert got["test"] == 1 and got["verdict"] == "runtime_error"
     assert len(got["message"]) <= 300 and got["message"].endswith("ValueError: the end")
-    assert first_failure(Result(Status.FAIL, 0, 1, (), error="harness broke")) == {
+    assert failure_of(result).line().startswith("test 1: runtime_error: ")
+    assert failure_of(Result(Status.FAIL, 0, 1, (), error="harness broke")).record() == {
         "test": None, "verdict": "fail", "message": "harness broke"}
-    assert first_failure(None) is None
+    assert failure_of(None) is None
 
 
 def test_k_above_n_is_skipped_unless_none_is_left() -> None:

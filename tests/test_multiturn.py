@@ -173,6 +173,7 @@ def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(dem
 
     from grpo_code.tasks.prompts import render
     from grpo_code.training.multiturn import MultiTurnRollout
+    from grpo_code.verify.verifier import Verifier
 
     tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
     tasks = {t["id"]: task_from_dict(t, "t") for t in (_task("a"), _task("b"))}
@@ -183,7 +184,7 @@ def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(dem
         submitted = []
         submit = sandbox.submit
         sandbox.submit = lambda job: submitted.append(job) or submit(job)  # type: ignore[method-assign]
-        rollout = MultiTurnRollout(tasks, sandbox, turns=3)
+        rollout = MultiTurnRollout(Verifier(tasks, sandbox), turns=3)
         out = rollout(prompts, trainer)
     assert len(submitted) == 4 + 4  # after turns 1 and 2; a check started early is not run again
     assert out["turns"] == [2, 2, 3, 3]  # a: fixed at turn 2, then its public test passes
@@ -198,7 +199,7 @@ def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(dem
     shown = [tokenizer.decode(p) for turn in trainer.turn_prompts[1:] for p in turn]
     assert all("f(9)" in text for text in shown)
     assert not [v for v in HIDDEN for text in shown if str(v) in text.split("```python")[0]]
-    assert not [v for v in HIDDEN for c in rollout.conversations for m in c
+    assert not [v for v in HIDDEN for c in out["conversation"] for m in c
                 if m["role"] == "user" and str(v) in m["content"]]
     # A later turn continues the exact tokens of the earlier ones.
     for i, r in enumerate([0, 1, 2, 3]):

@@ -1,5 +1,6 @@
-"""Rewards without Docker or models: reward modes, masking, blending, cache keys, the scorer
-(early submission, in-flight sharing, cache across steps) and the TRL reward function."""
+"""Rewards without Docker or models: reward modes, masking, blending, cache keys, the
+verifier as training uses it (early jobs, in-flight sharing, the store across steps) and
+the TRL reward function."""
 
 from __future__ import annotations
 
@@ -11,15 +12,14 @@ from pathlib import Path
 import pytest
 
 from grpo_code.config import RewardModelConfig, RewardsConfig, RewardTestsConfig, SandboxConfig, load_config
-from grpo_code.errors import RewardError, SandboxError
+from grpo_code.errors import ConfigError, RewardError, SandboxError
 from grpo_code.rewards import (
-    RewardCache,
-    RewardScorer,
+    Scored,
     blend,
     build_reward_funcs,
-    cache_key,
     check_masked,
-    completion_text,
+    reward_of,
+    reward_verifier,
     score_result,
     weights_for,
 )
@@ -30,6 +30,9 @@ from grpo_code.sandbox import image
 from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import CallTest, Job, Limits, Result, ScriptTest, Status, TestResult, Verdict
 from grpo_code.tasks import Task
+from grpo_code.tasks.prompts import completion_text
+from grpo_code.verify.early import EarlyJobs, cut_at_limit
+from grpo_code.verify.store import RewardCache, cache_key
 
 P, F, T, RE, CE = Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.RUNTIME_ERROR, Verdict.COMPILE_ERROR
 
@@ -256,6 +259,45 @@ class FakeSandbox:
             fut.set_result(self.judge(job.program))
 
 
+class Scorer:
+    """The verifier, the trainer's early jobs and the reward rule, combined as the reward
+    function and the trainer combine them."""
+
+    def __init__(self, cfg: RewardsConfig, sb, image_id: str | None = None):
+        self.cfg = cfg
+        self.verifier = reward_verifier(cfg, sb, [add_task()], image_id=image_id)
+        self.early = EarlyJobs(self.verifier, "chat")
+
+    def submit(self, task, text, truncated=False):
+        return self.verifier.submit(task, text, "chat", truncated)
+
+    def wait(self, handles):
+        return [Scored(j, reward_of(j, h.task, self.cfg)) for j, h in zip(self.verifier.judge(handles), handles)]
+
+    def scores(self, handles):
+        return [s.reward for s in self.wait(handles)]
+
+    def submit_early(self, task, text, truncated=False):
+        return self.early.submit(task.id, text, truncated)
+
+    def claim(self, task, text, truncated=False):
+        return self.early.claim(task, text, "chat", truncated)
+
+    def speculate(self, task, text):
+        return self.early.speculate(task.id, text)
+
+    def discard_early(self):
+        return self.early.discard()
+
+    counts = property(lambda self: self.verifier.counts)
+    hit_rate = property(lambda self: self.verifier.hit_rate)
+    speculated = property(lambda self: self.early.speculated)
+    speculation_wasted = property(lambda self: self.early.speculation_wasted)
+
+    def close(self):
+        self.verifier.close()
+
+
 def add_task(task_id: str = "demo/add") -> Task:
     return Task(task_id, "Write add(a, b).", (CallTest("add", (1, 2), 3), CallTest("add", (0, 0), 0)),
                 entry_point="add")
@@ -276,7 +318,7 @@ def judge(program: str) -> Result:
 
 def test_scorer_shares_inflight_and_caches_across_steps():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     # same code with different prose around it is the same program
     handles = [scorer.submit(task, c) for c in (GOOD, "Sure!\n" + GOOD, HALF, PROSE)]
@@ -296,7 +338,7 @@ def test_scorer_shares_inflight_and_caches_across_steps():
 
 def test_scorer_never_caches_infra_errors():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     bad = "```python\ndef add(a, b):\n    explode()\n```"
     h = scorer.submit(task, bad)
@@ -311,7 +353,7 @@ def test_a_bug_in_host_code_fails_loudly_and_only_a_sandbox_failure_is_masked():
     only the sandbox going away under a job is a masked infra_error."""
     task = add_task()
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     handle = scorer.submit(task, GOOD)
     [(_, fut)] = sb.pending
     fut.set_exception(KeyError("a bug in our code"))
@@ -319,7 +361,7 @@ def test_a_bug_in_host_code_fails_loudly_and_only_a_sandbox_failure_is_masked():
         scorer.wait([handle])
 
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     handle = scorer.submit(task, GOOD)
     [(_, fut)] = sb.pending
     fut.set_exception(SandboxError("the sandbox was shut down", "create a new Sandbox"))
@@ -330,7 +372,7 @@ def test_a_bug_in_host_code_fails_loudly_and_only_a_sandbox_failure_is_masked():
 
 def test_scorer_cache_disabled_runs_everything():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(cache=False), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(cache=False), sb, image_id="img")
     hs = [scorer.submit(add_task(), GOOD) for _ in range(3)]
     assert [h.source for h in hs] == ["executed"] * 3 and len(sb.submitted) == 3
 
@@ -338,16 +380,16 @@ def test_scorer_cache_disabled_runs_everything():
 def test_scorer_disk_cache_reused_by_a_new_scorer(tmp_path: Path):
     cfg = RewardsConfig(cache_path=str(tmp_path / "c.sqlite"))
     sb = FakeSandbox(judge)
-    first = RewardScorer(cfg, sb, image_id="img")
+    first = Scorer(cfg, sb, image_id="img")
     h = first.submit(add_task(), HALF)
     sb.finish()
     assert first.scores([h]) == [0.5]
     first.close()
     sb2 = FakeSandbox(judge)
-    second = RewardScorer(cfg, sb2, image_id="img")
+    second = Scorer(cfg, sb2, image_id="img")
     assert second.submit(add_task(), HALF).source == "cache" and not sb2.submitted
     # a different image id misses
-    third = RewardScorer(cfg, sb2, image_id="other")
+    third = Scorer(cfg, sb2, image_id="other")
     assert third.submit(add_task(), HALF).source == "executed"
 
 
@@ -355,7 +397,7 @@ def test_scorer_reruns_cached_results_after_a_harness_fix(tmp_path: Path, monkey
     # the local backend's image id names only the host Python: an executor fix leaves it as it was
     cfg = RewardsConfig(cache_path=str(tmp_path / "c.sqlite"))
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(cfg, sb)
+    scorer = Scorer(cfg, sb)
     h = scorer.submit(add_task(), HALF)
     sb.finish()
     assert scorer.scores([h]) == [0.5] and scorer.submit(add_task(), HALF).source == "cache"
@@ -366,7 +408,7 @@ def test_scorer_reruns_cached_results_after_a_harness_fix(tmp_path: Path, monkey
 
 def test_early_submission_is_claimed_not_resubmitted():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     early = scorer.submit_early(task, HALF)
     claimed = scorer.claim(task, HALF)
@@ -380,7 +422,7 @@ def test_early_submission_is_claimed_not_resubmitted():
 
 def test_speculation_runs_a_partial_program_once_and_counts_it_as_the_execution():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     # the code block has closed; the model is still writing prose after it
     assert scorer.speculate(task, GOOD + "\nThis adds")
@@ -388,7 +430,7 @@ def test_speculation_runs_a_partial_program_once_and_counts_it_as_the_execution(
     assert not scorer.speculate(task, "```python\ndef add(a, b):")  # nothing extractable yet
     assert len(sb.submitted) == 1
     sb.finish()
-    final = scorer.submit(task, GOOD + "\nThis adds the two numbers.")
+    final = scorer.claim(task, GOOD + "\nThis adds the two numbers.")  # as the reward function does
     assert final.source == "executed" and len(sb.submitted) == 1
     assert scorer.scores([final]) == [1.0]
     # a second completion with the same program is a plain cache hit
@@ -399,7 +441,7 @@ def test_speculation_runs_a_partial_program_once_and_counts_it_as_the_execution(
 def test_speculation_starts_after_a_stray_opening_fence():
     # SmolLM2 often opens with an empty fence line, then the tagged block: three fences in all
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     assert not scorer.speculate(task, "```\n```python\ndef add(a, b):\n    return a + b\n")
     assert scorer.speculate(task, "```\n" + GOOD)
@@ -408,15 +450,15 @@ def test_speculation_starts_after_a_stray_opening_fence():
 
 def test_speculation_on_a_program_that_changes_is_counted_as_wasted():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     assert scorer.speculate(task, HALF)
     # the finished completion fixes its code in a second block
-    final = scorer.submit(task, HALF + "\nOops, fixed:\n" + GOOD)
+    final = scorer.claim(task, HALF + "\nOops, fixed:\n" + GOOD)
     assert final.source == "executed" and len(sb.submitted) == 2
     scorer.discard_early()
     assert (scorer.speculated, scorer.speculation_wasted) == (2 - 1, 1)
-    assert not RewardScorer(RewardsConfig(cache=False), sb, image_id="img").speculate(task, GOOD)
+    assert not Scorer(RewardsConfig(cache=False), sb, image_id="img").speculate(task, GOOD)
 
 
 # Cut at the length limit inside the code block: the loop never got its body's exit.
@@ -426,7 +468,7 @@ CUT_AFTER_BLOCK = GOOD + "\nThis function adds the two numbers and the"
 
 def test_a_program_cut_off_by_the_length_limit_is_not_run():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     cut = scorer.submit(task, CUT_IN_BLOCK, truncated=True)
     assert cut.source == "unfinished" and cut.future is None and not sb.submitted
@@ -442,20 +484,20 @@ def test_a_program_cut_off_by_the_length_limit_is_not_run():
     assert scorer.counts["unfinished"] == 1
 
 
-def test_truncated_reward_is_configurable_and_null_runs_the_program():
+def test_truncated_reward_is_configurable_and_an_unfinished_program_never_runs():
     sb = FakeSandbox(judge)
     task = add_task()
-    penalised = RewardScorer(RewardsConfig(tests=RewardTestsConfig(truncated=-0.5)), sb, image_id="img")
+    penalised = Scorer(RewardsConfig(tests=RewardTestsConfig(truncated=-0.5)), sb, image_id="img")
     assert penalised.scores([penalised.submit(task, CUT_IN_BLOCK, truncated=True)]) == [-0.5]
-    run_anyway = RewardScorer(RewardsConfig(tests=RewardTestsConfig(truncated=None)), sb, image_id="img")
-    assert run_anyway.submit(task, CUT_IN_BLOCK, truncated=True).source == "executed"
-    cfg = load_config(None, ["rewards.tests.truncated=null"])
-    assert cfg.rewards.tests.truncated is None
+    assert not sb.submitted
+    # One rule for training and eval: there is no setting that runs an unfinished program.
+    with pytest.raises(ConfigError, match="rewards.tests.truncated"):
+        load_config(None, ["rewards.tests.truncated=null"])
 
 
 def test_early_handles_of_cut_and_finished_twins_are_kept_apart():
     sb = FakeSandbox(judge)
-    scorer = RewardScorer(RewardsConfig(), sb, image_id="img")
+    scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     early = scorer.submit_early(task, CUT_IN_BLOCK, truncated=True)
     assert scorer.claim(task, CUT_IN_BLOCK) is not early  # same text, but it ended on its own
@@ -485,8 +527,7 @@ def chat(text: str) -> list[dict[str, str]]:
 def test_reward_function_with_trl_calling_convention():
     sb = FakeSandbox(judge)
     task = add_task()
-    [func] = build_reward_funcs(RewardsConfig(), sb, [task])
-    func.scorer._image_id = "img"
+    [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), sb, [task], image_id="img"))
     prompts = [[{"role": "user", "content": "Write add."}]] * 4
     completions = [chat(GOOD), chat(GOOD), chat(HALF), chat(PROSE)]
 
@@ -516,9 +557,9 @@ def test_reward_function_with_trl_calling_convention():
 def test_reward_function_reads_truncation_from_the_completion_ids():
     sb = FakeSandbox(judge)
     task = add_task()
-    [func] = build_reward_funcs(RewardsConfig(), sb, [task])
-    func.scorer._image_id = "img"
     eos = 2
+    [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), sb, [task], image_id="img"),
+                                end_token_ids=[eos])
     completions = [chat(CUT_IN_BLOCK), chat(CUT_IN_BLOCK), chat(CUT_AFTER_BLOCK)]
     ids = [[5, 6, 7], [5, 6, eos], [5, 6, 7]]  # cut, ended, cut after the block
     metrics: dict[str, float] = {}
@@ -532,9 +573,9 @@ def test_reward_function_reads_truncation_from_the_completion_ids():
         return asyncio.run(run())
 
     # without the end tokens nothing counts as cut (scripts and eval call it that way)
-    assert func.truncated([5, 6, 7]) is False
-    func.stop_token_ids = {eos}
-    assert func.truncated([5, 6, 7]) and not func.truncated([5, eos]) and func.truncated([])
+    assert cut_at_limit([5, 6, 7], frozenset()) is False
+    assert cut_at_limit([5, 6, 7], func.end_token_ids) and not cut_at_limit([5, eos], func.end_token_ids)
+    assert cut_at_limit([], func.end_token_ids)
     out = call(ids)
     assert out == [0.0, 0.5, 1.0]  # the twin that ended on its own ran (the fake judge: one test of two)
     assert extra["tests_outcome"] == ["unfinished", "fail", "pass"]
@@ -547,8 +588,7 @@ def test_reward_function_masks_and_fails_loudly():
     task = add_task()
     bad = "```python\ndef add(a, b):\n    explode()\n```"
     cfg = RewardsConfig(tests=RewardTestsConfig(max_masked_frac=0.5))
-    [func] = build_reward_funcs(cfg, sb, {task.id: task})
-    func.scorer._image_id = "img"
+    [func] = build_reward_funcs(cfg, reward_verifier(cfg, sb, {task.id: task}, image_id="img"))
 
     def go(completions):
         async def run():
@@ -562,7 +602,7 @@ def test_reward_function_masks_and_fails_loudly():
 
 
 def test_reward_function_needs_task_ids():
-    [func] = build_reward_funcs(RewardsConfig(), FakeSandbox(judge), [add_task()])
+    [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), FakeSandbox(judge), [add_task()]))
     with pytest.raises(RewardError, match="task_id"):
         func.score_batch(["p"], ["c"])
     with pytest.raises(RewardError, match="not in the task set"):
@@ -579,8 +619,7 @@ def test_reward_function_blends_a_model():
     sb = FakeSandbox(judge)
     task = add_task()
     cfg = RewardsConfig(model=RewardModelConfig(path="x", weight=0.1, blend="gate"))
-    [func] = build_reward_funcs(cfg, sb, [task], model=FixedModel())
-    func.scorer._image_id = "img"
+    [func] = build_reward_funcs(cfg, reward_verifier(cfg, sb, [task], image_id="img"), model=FixedModel())
     completions = [GOOD, GOOD + " # longer", HALF]
 
     async def run():
@@ -598,8 +637,6 @@ def test_configs_stay_valid_and_new_keys_validate():
         load_config(path)
     cfg = load_config(None, ["rewards.tests.mode=weighted", "rewards.model.blend=gate", "rewards.cache_size=10"])
     assert cfg.rewards.tests.mode == "weighted" and cfg.rewards.cache_size == 10
-    from grpo_code.errors import ConfigError
-
     with pytest.raises(ConfigError, match="rewards.tests.mode"):
         load_config(None, ["rewards.tests.mode=best_of"])
 
@@ -629,8 +666,7 @@ def test_trl_calculate_rewards_runs_our_function_and_masks_none():
     PartialState()  # single-process state for accelerate's gather
     sb = FakeSandbox(judge)
     task = add_task()
-    [func] = build_reward_funcs(RewardsConfig(), sb, [task])
-    func.scorer._image_id = "img"
+    [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), sb, [task], image_id="img"))
     thread, loop, ready = start_event_loop_in_daemon()
     ready.wait()
     stub = types.SimpleNamespace(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpo_code.config import RewardsConfig, RewardTestsConfig, SandboxConfig
-from grpo_code.rewards import build_reward_funcs
+from grpo_code.rewards import build_reward_funcs, reward_verifier
 from grpo_code.sandbox import Limits, Sandbox, Status, Verdict
 from grpo_code.tasks import load_suite, render
 
@@ -79,7 +79,7 @@ def test_grpo_batch_through_docker(docker_ready, tmp_path: Path):
                         cache_path=str(tmp_path / "rewards.sqlite"))
     with Sandbox(SandboxConfig(backend="docker", workers=2, timeout_s=5)) as real:
         sandbox = CountingSandbox(real)
-        [func] = build_reward_funcs(cfg, sandbox, tasks)
+        [func] = build_reward_funcs(cfg, reward_verifier(cfg, sandbox, tasks))
         metrics: dict[str, float] = {}
         rewards = call(func, tasks, rows, metrics)
 
@@ -104,7 +104,7 @@ def test_grpo_batch_through_docker(docker_ready, tmp_path: Path):
         assert metrics["sandbox/latency_p95_ms"] >= metrics["sandbox/latency_p50_ms"] > 0
 
         # the next step (and a rerun reading the sqlite file) executes nothing
-        [rerun] = build_reward_funcs(cfg, sandbox, tasks)
+        [rerun] = build_reward_funcs(cfg, reward_verifier(cfg, sandbox, tasks))
         again: dict[str, float] = {}
         assert call(rerun, tasks, rows, again) == pytest.approx(rewards)
         assert sandbox.jobs == 11

@@ -33,6 +33,7 @@ from grpo_code.train import (
 )
 from grpo_code.training.callbacks import ProgressBar
 from grpo_code.training.filter import FilteringSampler, PromptFilter
+from grpo_code.verify.verifier import Verifier
 
 runner = CliRunner()
 
@@ -301,7 +302,7 @@ def test_row_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path)
     submitted, speculated = [], []
     fake = SimpleNamespace(end_token_ids=[tok.eos_token_id], processing_class=tok, style="chat",
                            _batch_task_ids=[task.id] * len(rows), _kinds=TokenKinds(tok), _row_end=None,
-                           code_reward=SimpleNamespace(tasks={task.id: task}, scorer=SimpleNamespace(extract="last")),
+                           code_reward=SimpleNamespace(verifier=Verifier({task.id: task}, None), style="chat"),
                            _submit=lambda row, ids: submitted.append(row),
                            _speculate=lambda row, ids: speculated.append(row))
     fake._row = lambda row, ids: GrpoCodeTrainer._row(fake, row, ids)

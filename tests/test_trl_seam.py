@@ -126,6 +126,7 @@ def step(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         trl_seam.length_chunks = chunked
     seen["log_history"] = trainer.state.log_history
     seen["eos"] = trainer.end_token_ids
+    seen["eos_before"] = trl_seam.end_token_ids(model, tokenizer)
     return seen
 
 
@@ -168,6 +169,12 @@ def test_log_metric_lands_in_the_logged_step(step: dict[str, Any]) -> None:
     assert logged and logged[0]["seam/probe"] == 7.0
     assert any("timing/generate_s" in h for h in step["log_history"])
     assert step["eos"]
+
+
+def test_end_tokens_are_known_before_the_trainer_as_it_takes_them(step: dict[str, Any]) -> None:
+    """The reward function is built with ``end_token_ids`` before the trainer exists; the
+    trainer refuses a reward function whose end tokens differ from its own."""
+    assert step["eos_before"] == step["eos"]
 
 
 def test_trim_padding_turns_itself_off_for_absolute_positions() -> None:

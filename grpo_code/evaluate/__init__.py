@@ -7,14 +7,17 @@ with :func:`score_samples` (:mod:`~grpo_code.evaluate.score`). For each model,
 
 - ``config.json``: the settings, written before anything else; a rerun with other
   settings is refused (naming the keys) so a resume never mixes samples;
-- ``samples.jsonl``: append-only completions keyed by (task_id, index); prompts are
+- ``samples.jsonl``: append-only completions keyed by (task_id, index), marked
+  ``truncated`` when the backend cut one at the length limit; prompts are
   generated in fixed seeded chunks (:func:`~grpo_code.generation.base.seeded_chunks`), so a
   killed run resumes to the same samples;
 - ``results.jsonl``: per-sample verdicts with the first failing test (its verdict and
   message), appended as jobs finish and keyed by the sample, the program it gave and the
   harness fingerprint (:mod:`~grpo_code.sandbox.fingerprint`), so verdicts of another
   extraction rule, sandbox runtime or other limits are not reused; sandbox infrastructure
-  errors are not written, so a rerun retries them;
+  errors are not written, so a rerun retries them; every verdict comes from the one
+  verifier training uses (:mod:`grpo_code.verify`), so a completion cut inside its program
+  is ``unfinished`` (not run, not passed) here as it is in a reward;
 - ``summary.json``: pass@k (unbiased estimator, :mod:`~grpo_code.evaluate.stats`), a 95%
   bootstrap interval over tasks, per-task counts, the verdict mix and the suite's content hash.
 
@@ -32,7 +35,6 @@ from grpo_code.evaluate.score import (
     EvalSettings,
     Hooks,
     eval_model,
-    first_failure,
     missing_note,
     samples_n,
     score_samples,
@@ -42,6 +44,6 @@ from grpo_code.evaluate.stats import bootstrap_ci, pass_at_k, summarize
 
 __all__ = [
     "SAMPLES_N_IS", "EvalError", "EvalRequest", "EvalResult", "EvalSettings", "Hooks", "bootstrap_ci", "eval_model",
-    "first_failure", "missing_note", "parse_ks", "pass_at_k", "print_results", "run", "samples_n", "score_samples",
+    "missing_note", "parse_ks", "pass_at_k", "print_results", "run", "samples_n", "score_samples",
     "slug", "summarize", "usable_ks",
 ]

@@ -10,113 +10,16 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from grpo_code.errors import GrpoCodeError
-from grpo_code.evaluate.files import Appender, read_jsonl, sha, write_json
+from grpo_code.evaluate.execute import EvalError, Hooks, eval_verifier, execute, sample_record
+from grpo_code.evaluate.files import Appender, read_jsonl, write_json
 from grpo_code.evaluate.stats import summarize
 from grpo_code.generation.base import Sampling, seeded_chunks
-from grpo_code.sandbox.types import Result, Status
-from grpo_code.tasks.extract import Extraction, build_program, whole_program
 from grpo_code.tasks.feedback import DEFAULT_TEMPLATE
 from grpo_code.tasks.prompts import render
-from grpo_code.tasks.samples import program_from_completion, read_samples_file
+from grpo_code.tasks.samples import read_samples_file
 from grpo_code.tasks.schema import Task
 from grpo_code.tasks.suite import Suite
-
-
-class EvalError(GrpoCodeError):
-    """Bad eval input: no usable k, unknown task ids, changed settings on resume."""
-
-
-@dataclass
-class Hooks:
-    """Progress callbacks: ``start(what, total)`` then ``advance(what, amount)``."""
-
-    start: Callable[[str, int], None] = lambda what, total: None
-    advance: Callable[[str, int], None] = lambda what, amount: None
-    note: Callable[[str], None] = lambda text: None
-    """A one-line remark for the user (skipped k values, tasks without samples)."""
-
-
-def _status(result: Result | None) -> str:
-    return "no_code" if result is None else result.status.value
-
-
-MESSAGE_CHARS = 300
-
-
-def _clip(text: str, limit: int = MESSAGE_CHARS) -> str:
-    """Head and tail of a long message: the call or value at the start, the exception at the end."""
-    if len(text) <= limit:
-        return text
-    half = (limit - 5) // 2
-    return f"{text[:half]} ... {text[-half:]}"
-
-
-def first_failure(result: Result | None) -> dict[str, Any] | None:
-    """The first test that did not pass: its index in the task's tests (0-based), verdict and
-    message (or stderr), clipped to ``MESSAGE_CHARS``; ``None`` when none failed or nothing ran."""
-    if result is None:
-        return None
-    found = result.first_failure()
-    if found is not None:
-        i, test = found
-        return {"test": i, "verdict": test.verdict.value, "message": _clip(test.why)}
-    if result.status is not Status.PASS:
-        return {"test": None, "verdict": result.status.value, "message": _clip(result.error or "")}
-    return None
-
-
-def _execute(suite: Suite, samples: list[dict[str, Any]], results_path: Path,
-             program_of: Callable[[Task, str], Extraction], sandbox: Any, hooks: Hooks) -> dict[str, list[dict]]:
-    """Run every sample lacking a result and return the results per task. Sandbox
-    infrastructure errors are not written, and are reported once the rest is saved. A
-    record is reused only for the same program under the same harness fingerprint (records
-    without one are older than it and run again), so a changed extraction rule reruns."""
-    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness")): r for r in read_jsonl(results_path)}
-    by_language = {lang: sandbox.fingerprint(lang) for lang in {t.language for t in suite.tasks}}
-    harness = {t.id: by_language[t.language] for t in suite.tasks}
-    keyed = []
-    for s in samples:
-        if "solution" in s:
-            program, how = s["solution"], "solution"
-        else:
-            built = program_of(suite.get(s["task_id"]), s["completion"])
-            program, how = built.program, built.how
-        key = (s["task_id"], s["index"], "none" if program is None else sha(program), harness[s["task_id"]])
-        keyed.append((s, key, program, how))
-    pending = [item for item in keyed if item[1] not in done]
-    hooks.start("execute", len(pending))
-    appender = Appender(results_path)
-    infra = 0
-    try:
-        futures = [(s, key, how, sandbox.submit(suite.get(s["task_id"]).job(program)) if program is not None else None)
-                   for s, key, program, how in pending]
-        for s, key, how, fut in futures:
-            result = fut.result() if fut is not None else None
-            hooks.advance("execute", 1)
-            if result is not None and result.status is Status.INFRA_ERROR:
-                infra += 1
-                continue
-            record = {"task_id": s["task_id"], "index": s["index"],
-                      "sample_sha": sha(s.get("completion", "") + "\0" + s.get("solution", "")),
-                      "program_sha": key[2], "harness": key[3], "status": _status(result),
-                      "passed": result.passed if result else 0, "total": result.total if result else 0,
-                      "extraction": how,
-                      "verdicts": [t.verdict.value for t in result.tests] if result else [],
-                      "first_failure": first_failure(result),
-                      "duration_ms": result.duration_ms if result else 0.0}
-            appender.write(record)
-            done[key] = record
-    finally:
-        appender.close()
-    if infra:
-        raise EvalError(f"{infra} samples hit sandbox infrastructure errors and were not scored",
-                        "rerun the same command to retry them (finished results are kept)")
-    per_task: dict[str, list[dict]] = {}
-    for _, key, _, _ in keyed:
-        if key in done:
-            per_task.setdefault(key[0], []).append(done[key])
-    return per_task
+from grpo_code.verify.verifier import Verifier
 
 
 def _tally(per_task: dict[str, list[dict]]) -> tuple[dict[str, tuple[int, int]], Counter]:
@@ -211,9 +114,11 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
             loaded.append(generator_factory())
         return loaded[0]
 
+    verifier = eval_verifier(suite, sandbox, settings.extract)
     try:
-        summary = _generate_and_score(generator, settings, suite, ks, out_dir, sandbox, hooks, have, todo, sampling)
+        summary = _generate_and_score(generator, settings, suite, ks, out_dir, verifier, hooks, have, todo, sampling)
     finally:
+        verifier.close()
         if loaded:
             loaded[0].close()
     write_json(out_dir / "summary.json", summary)
@@ -221,7 +126,7 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
 
 
 def _generate_and_score(generator: Callable[[], Any], settings: EvalSettings, suite: Suite, ks: Sequence[int],
-                        out_dir: Path, sandbox: Any, hooks: Hooks, have: dict[tuple[str, int], dict],
+                        out_dir: Path, verifier: Verifier, hooks: Hooks, have: dict[tuple[str, int], dict],
                         todo: list[tuple[int, int, list[Task]]], sampling: Sampling) -> dict[str, Any]:
     if todo:
         appender = Appender(out_dir / "samples.jsonl")
@@ -231,28 +136,27 @@ def _generate_and_score(generator: Callable[[], Any], settings: EvalSettings, su
                                   else suite.system_prompt, suite.prompt_template) for t in chunk]
                 if settings.stop_after_code:
                     completions = generator().generate(prompts, sampling, seed=seed, done=lambda i, text, chunk=chunk:
-                                                       whole_program(chunk[i], text, settings.style, settings.extract))
+                                                       verifier.whole(chunk[i], text, settings.style))
                 else:
                     completions = generator().generate(prompts, sampling, seed=seed)
                 for task, outs in zip(chunk, completions, strict=True):
                     for j, text in enumerate(outs):
-                        rec = {"task_id": task.id, "index": j, "completion": text, "chunk": ci}
+                        rec = sample_record(task.id, j, text, chunk=ci)
                         appender.write(rec)
                         have[(task.id, j)] = rec
                 hooks.advance("generate", len(chunk))
         finally:
             appender.close()
     samples = [have[(t.id, j)] for t in suite.tasks for j in range(settings.n)]
-    per_task = _execute(suite, samples, out_dir / "results.jsonl",
-                        lambda task, text: build_program(task, text, settings.style, settings.extract), sandbox, hooks)
+    per_task = execute(verifier, samples, out_dir / "results.jsonl",
+                        lambda task, s: verifier.program(task, s["completion"], settings.style), hooks)
     counts, mix = _tally(per_task)
     summary = summarize(suite, counts, ks, mix, {"model": settings.model, "settings": asdict(settings)})
     if settings.turns > 1:
         from grpo_code.evaluate.turns import run_turns
 
         first_results = {(task_id, j): rec for task_id, recs in per_task.items() for j, rec in enumerate(recs)}
-        summary["turns"] = run_turns(settings, suite, out_dir, sandbox, hooks, have, first_results, generator,
-                                     _execute, EvalError)
+        summary["turns"] = run_turns(settings, suite, out_dir, verifier, hooks, have, first_results, generator)
     return summary
 
 
@@ -288,8 +192,11 @@ def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sa
     scored = replace(suite, tasks=tuple(t for t in suite.tasks if t.id in present))
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    per_task = _execute(scored, samples, out_dir / "results.jsonl",
-                        lambda task, text: program_from_completion(task, text, extract), sandbox, hooks)
+    verifier = eval_verifier(scored, sandbox, extract)
+    try:
+        per_task = execute(verifier, samples, out_dir / "results.jsonl", verifier.sample_program, hooks)
+    finally:
+        verifier.close()
     counts, mix = _tally(per_task)
     summary = summarize(scored, counts, ks, mix, {"model": f"samples:{path.name}", "samples_file": str(path)},
                         missing)

@@ -1,10 +1,10 @@
 """Eval with execution feedback: up to ``turns`` answers per sample (``grpo-code eval --turns``).
 
-Turn 1 is the ordinary eval (``samples.jsonl``, ``results.jsonl``). Then, turn by turn,
-each sample still going has its latest program run on the task's public tests
-(:mod:`grpo_code.tasks.feedback`); if one fails (or, for a task without public tests, the
-program does not compile; or the answer had no code), the failure goes back to the model as
-a user message and it answers again (one completion, seeded by turn and chunk). A sample
+Turn 1 is the ordinary eval (``samples.jsonl``, ``results.jsonl``). The later turns are
+training's turns (:class:`~grpo_code.verify.turns.TurnLoop`): each sample still going has
+its latest program checked on the task's public tests (or, for a task without any, whether
+it compiles); if something is to fix (or the answer had no code), the failure goes back to
+the model as a user message and it answers again (one completion, seeded by turn and chunk). A sample
 stops once its public tests pass or its turns are used. Every answer is run on the task's
 tests (the hidden tests the reward uses), and a sample counts as solved at turn ``t`` when
 one of its programs up to ``t`` passed them, so pass@1 never falls from one turn to the next.
@@ -21,13 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grpo_code.evaluate.execute import EvalError, execute, sample_record
 from grpo_code.evaluate.files import Appender, read_jsonl
 from grpo_code.generation.base import Sampling, seeded_chunks
-from grpo_code.sandbox.types import Status
 from grpo_code.tasks import feedback
-from grpo_code.tasks.extract import build_program, whole_program
 from grpo_code.tasks.prompts import Prompt, render
 from grpo_code.tasks.suite import Suite
+from grpo_code.verify.turns import Conversation, TurnLoop
+from grpo_code.verify.verifier import Verifier
 
 Key = tuple[str, int]
 
@@ -37,57 +38,29 @@ def conversation(base: Prompt, answers: list[str], notes: list[str]) -> Prompt:
     return Prompt("chat", messages=(*base.messages, *feedback.turns(answers, notes)))
 
 
-def run_turns(settings: Any, suite: Suite, out_dir: Path, sandbox: Any, hooks: Any, first: dict[Key, dict],
-              first_results: dict[Key, dict], generator: Callable[[], Any],
-              execute: Callable[..., dict[str, list[dict]]], error: type[Exception]) -> dict[str, Any]:
+def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, hooks: Any, first: dict[Key, dict],
+              first_results: dict[Key, dict], generator: Callable[[], Any]) -> dict[str, Any]:
     """Turns 2..``settings.turns`` for every sample; returns the summary's ``turns`` block.
 
     ``first``/``first_results``: turn 1's sample and verdict record per (task id, index);
-    ``generator()`` gives the (lazily loaded) model; ``execute`` is the eval's sandbox step."""
-    tasks = {t.id: t for t in suite.tasks}
+    ``generator()`` gives the (lazily loaded) model."""
     system = settings.system_prompt if settings.system_prompt is not None else suite.system_prompt
     base = {t.id: render(t, "chat", system, suite.prompt_template) for t in suite.tasks}
     keys = [(t.id, j) for t in suite.tasks for j in range(settings.n)]
-    answers = {k: [first[k]["completion"]] for k in keys}
-    notes: dict[Key, list[str]] = {k: [] for k in keys}
+    talks = [Conversation(verifier.task(k[0])) for k in keys]
     latest = dict(first_results)
     solved = {k for k in keys if latest[k]["status"] == "pass"}
     by_turn = [len(solved)]
     mixes = [Counter(latest[k]["status"] for k in keys)]
-    ran = [len(keys)]
     turns_path = out_dir / "turns.jsonl"
     have = {(r["task_id"], r["index"], r["turn"]): r for r in read_jsonl(turns_path)}
     sampling = Sampling(n=1, temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
                         max_new_tokens=settings.max_new_tokens, seed=settings.seed)
-    program = {k: None for k in keys}
-    active = list(keys)
-    for turn in range(2, settings.turns + 1):
-        for k in active:
-            program[k] = build_program(tasks[k[0]], answers[k][-1], "chat", settings.extract).program
-        pending = []
-        checks = [(k, sandbox.submit(job)) for k in active if program[k] is not None
-                  and (job := feedback.public_job(tasks[k[0]], program[k])) is not None]
-        public = {}
-        for k, future in checks:
-            result = future.result()
-            if result.status is Status.INFRA_ERROR:
-                raise error(f"a public-test run hit a sandbox infrastructure error ({result.error})",
-                            "rerun the same command to retry (finished turns are kept)")
-            public[k] = result
-        for k in active:
-            task = tasks[k[0]]
-            if program[k] is None:
-                failure = None
-            else:
-                compile_error = latest[k]["first_failure"]["message"] if (
-                    latest[k]["verdicts"][:1] == ["compile_error"] and latest[k]["first_failure"]) else None
-                failure = feedback.failure_text(task, public.get(k), compile_error)
-                if failure is None:
-                    continue  # nothing to fix: this sample is done
-            pending.append((k, feedback.feedback(task, failure, settings.feedback_template)))
-        active = [k for k, _ in pending]
-        if not pending:
-            break
+
+    def generate(turn: int, active: list[int]) -> list[str]:
+        if turn == 1:
+            return [first[k]["completion"] for k in keys]
+        pending = [(keys[r], r) for r in active]
         chunks = seeded_chunks(pending, settings.batch_size, 1, settings.seed * 7_919 + turn)
         todo = [(seed, chunk) for seed, chunk in chunks if any((*k, turn) not in have for k, _ in chunk)]
         hooks.start(f"turn {turn}", sum(len(c) for _, c in todo))
@@ -96,25 +69,23 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, sandbox: Any, hooks: A
             appender = Appender(turns_path)
             try:
                 for seed, chunk in todo:
-                    prompts = [conversation(base[k[0]], answers[k], [*notes[k], note]) for k, note in chunk]
+                    prompts = [conversation(base[k[0]], talks[r].answers, talks[r].notes) for k, r in chunk]
                     if settings.stop_after_code:
                         outs = model.generate(prompts, sampling, seed=seed, done=lambda i, text, chunk=chunk: (
-                            whole_program(tasks[chunk[i][0][0]], text, "chat", settings.extract)))
+                            verifier.whole(talks[chunk[i][1]].task, text, "chat")))
                     else:
                         outs = model.generate(prompts, sampling, seed=seed)
-                    for (k, note), texts in zip(chunk, outs, strict=True):
-                        rec = {"task_id": k[0], "index": k[1], "turn": turn, "feedback": note, "completion": texts[0]}
+                    for (k, r), texts in zip(chunk, outs, strict=True):
+                        rec = sample_record(k[0], k[1], texts[0], turn=turn, feedback=talks[r].notes[-1])
                         appender.write(rec)
                         have[(*k, turn)] = rec
                     hooks.advance(f"turn {turn}", len(chunk))
             finally:
                 appender.close()
         samples = [have[(*k, turn)] for k, _ in pending]
-        for k, note in pending:
-            answers[k].append(have[(*k, turn)]["completion"])
-            notes[k].append(note)
-        per_task = execute(suite, samples, out_dir / "turn_results.jsonl",
-                           lambda task, text: build_program(task, text, "chat", settings.extract), sandbox, hooks)
+        # Every answer is also run on the task's tests: a sample is solved once one passed them.
+        per_task = execute(verifier, samples, out_dir / "turn_results.jsonl",
+                            lambda task, s: verifier.program(task, s["completion"], "chat"), hooks)
         seen: Counter = Counter()
         for k, _ in pending:
             latest[k] = per_task[k[0]][seen[k[0]]]
@@ -123,7 +94,14 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, sandbox: Any, hooks: A
                 solved.add(k)
         by_turn.append(len(solved))
         mixes.append(Counter(latest[k]["status"] for k, _ in pending))
-        ran.append(len(pending))
+        return [s["completion"] for s in samples]
+
+    def check_failed(message: str) -> None:
+        raise EvalError(f"a public-test run hit a sandbox infrastructure error ({message})",
+                        "rerun the same command to retry (finished turns are kept)")
+
+    stats = TurnLoop(verifier, settings.turns, settings.feedback_template, check_failed).run(talks, generate)
+    ran = list(stats.rows)
     while len(by_turn) < settings.turns:  # every sample stopped early: the later turns change nothing
         by_turn.append(by_turn[-1])
         mixes.append(Counter())
@@ -133,8 +111,7 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, sandbox: Any, hooks: A
     return {
         "max": settings.turns,
         "pass_at_1": rates,
-        "mean_turns": round(sum(len(answers[k]) for k in keys) / len(keys), 4) if keys else 0.0,
+        "mean_turns": round(sum(len(t.answers) for t in talks) / len(keys), 4) if keys else 0.0,
         "samples_per_turn": ran,
         "verdicts": [dict(sorted(m.items())) for m in mixes],
     }
-

@@ -32,6 +32,24 @@ class Sampling:
     stop: tuple[str, ...] = field(default_factory=tuple)
 
 
+class Completion(str):
+    """A completion's text that knows whether it was cut at the length limit (``cut``: it
+    stopped at ``max_new_tokens`` without an end token). Backends return these; code that
+    only wants the text uses it as a string. The verifier's truncation rule reads ``cut``."""
+
+    cut: bool
+
+    def __new__(cls, text: str, cut: bool = False) -> Completion:
+        made = super().__new__(cls, text)
+        made.cut = cut
+        return made
+
+
+def was_cut(text: Any) -> bool:
+    """Whether a completion from a backend was cut at the length limit (plain strings: no)."""
+    return bool(getattr(text, "cut", False))
+
+
 Progress = Callable[[int], None]
 """Called with the number of prompts just finished."""
 

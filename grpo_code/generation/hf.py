@@ -15,6 +15,7 @@ from typing import Any
 
 from grpo_code.errors import ModelError
 from grpo_code.generation.base import (
+    Completion,
     Done,
     Progress,
     ResolvedModel,
@@ -50,6 +51,10 @@ class HFGenerator:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.style = prompt_style(self.tokenizer)
+        declared = self.model.generation_config.eos_token_id
+        declared = [] if declared is None else [declared] if isinstance(declared, int) else list(declared)
+        self.end_ids = {i for i in (*declared, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id)
+                        if i is not None}
         from grpo_code.generation.watch import TokenKinds
 
         self.kinds = TokenKinds(self.tokenizer)
@@ -97,7 +102,12 @@ class HFGenerator:
             ids = self.model.generate(**enc, **kwargs)
         new = ids[:, enc["input_ids"].shape[1]:]
         decoded = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-        return [decoded[i * sampling.n:(i + 1) * sampling.n] for i in range(len(chunk))]
+        # A row that ended (an end token, or stopped after its code: padded from there) holds
+        # an end or pad token; one that filled max_new_tokens without either was cut.
+        ends = torch.tensor(sorted(self.end_ids), device=new.device)
+        cut = ((new.shape[1] >= sampling.max_new_tokens) & ~torch.isin(new, ends).any(dim=1)).tolist()
+        texts = [Completion(text, c) for text, c in zip(decoded, cut, strict=True)]
+        return [texts[i * sampling.n:(i + 1) * sampling.n] for i in range(len(chunk))]
 
     def close(self) -> None:
         self.model = None

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
-from grpo_code.generation.base import Progress, Sampling
+from grpo_code.generation.base import Completion, Progress, Sampling
 from grpo_code.tasks.prompts import Prompt
 from grpo_code.web import HttpFailure, post_json
 
@@ -52,10 +52,11 @@ class OpenAIGenerator:
             body["n"] = sampling.n - len(texts)
             if prompt.style == "chat":
                 out = self._post("/chat/completions", {**body, "messages": list(prompt.messages)})
-                got = [c["message"]["content"] or "" for c in out.get("choices", [])]
+                got = [Completion(c["message"]["content"] or "", c.get("finish_reason") == "length")
+                       for c in out.get("choices", [])]
             else:
                 out = self._post("/completions", {**body, "prompt": prompt.text})
-                got = [c.get("text", "") for c in out.get("choices", [])]
+                got = [Completion(c.get("text", ""), c.get("finish_reason") == "length") for c in out.get("choices", [])]
             if not got:
                 raise GrpoCodeError(f"generation server {self.base_url} returned no choices", "check the server log")
             texts.extend(got)

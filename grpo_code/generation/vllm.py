@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
+from grpo_code.generation import base
 from grpo_code.generation.base import Done, Progress, ResolvedModel, Sampling, prompt_style, prompt_text
 from grpo_code.tasks.prompts import Prompt
 
@@ -124,7 +125,7 @@ class VLLMGenerator:
         texts = [self.text(p) for p in prompts]
         if done is None:
             outputs = self.llm.generate(texts, params(sampling.n, seed), lora_request=self.lora, use_tqdm=False)
-            completions = [[c.text for c in out.outputs] for out in outputs]
+            completions = [[base.Completion(c.text, c.finish_reason == "length") for c in out.outputs] for out in outputs]
         else:
             completions = self._until_done(texts, sampling.n, seed, params, done)
         if progress:
@@ -146,7 +147,8 @@ class VLLMGenerator:
                                         lora_request=self.lora, use_tqdm=False)
         # A stopped request holds its tokens up to the stop, not its text: decode the ids,
         # as the hf backend does.
-        decoded = [self.tokenizer.decode(out.outputs[0].token_ids, skip_special_tokens=True) for out in outputs]
+        decoded = [base.Completion(self.tokenizer.decode(out.outputs[0].token_ids, skip_special_tokens=True),
+                              out.outputs[0].finish_reason == "length") for out in outputs]
         return [decoded[i * n:(i + 1) * n] for i in range(len(texts))]
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """TRL reward functions built from the run config.
 
-``build_reward_funcs(config.rewards, sandbox, suite)`` returns the list handed to
+``build_reward_funcs(config.rewards, verifier)`` returns the list handed to
 ``trl.GRPOTrainer(reward_funcs=...)``. Each is an async callable with TRL's signature
 ``(prompts, completions, completion_ids=None, **kwargs) -> list[float | None]``; TRL runs
 async reward functions concurrently on its own event loop. Dataset columns arrive as
@@ -8,8 +8,8 @@ keyword lists: the ``task_id`` column names each completion's task. Completions 
 strings, or message lists for conversational prompts (extraction style ``chat``;
 plain-text prompts use ``raw`` unless ``style`` is given).
 
-:class:`CodeReward` awaits the sandbox results (claiming handles that a trainer
-submitted early through ``scorer.submit_early``) while, when a reward model is
+:class:`CodeReward` awaits the verifier's verdicts (:mod:`grpo_code.verify`; claiming
+handles that a trainer submitted early through its :class:`~grpo_code.verify.early.EarlyJobs`) while, when a reward model is
 configured, the model scores the same completions on a worker thread; the two are then
 blended (:mod:`.blend`). ``None`` marks an infrastructure error: TRL masks it. A batch
 with too many masked rewards raises :class:`~grpo_code.errors.RewardError`. Metrics go
@@ -19,7 +19,8 @@ to TRL's ``log_metric`` (:mod:`.metrics`), per-completion outcomes to ``log_extr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from grpo_code.config import RewardsConfig
@@ -27,16 +28,17 @@ from grpo_code.errors import RewardError
 from grpo_code.rewards.blend import blend
 from grpo_code.rewards.metrics import batch_metrics
 from grpo_code.rewards.model.reward_model import RewardModel, load_reward_model, text_for
-from grpo_code.rewards.scorer import RewardScorer, Scored, masked_errors
-from grpo_code.rewards.verifiable import check_masked
+from grpo_code.rewards.verifiable import check_masked, score_result, weights_for
+from grpo_code.verify.early import EarlyJobs, cut_at_limit
+from grpo_code.verify.store import RewardCache
+from grpo_code.verify.verifier import Judged, Verifier, masked_errors
 
 
-def task_index(tasks: Any) -> dict[str, Any]:
-    """Tasks by id from a Suite, a mapping of id to task, or an iterable of tasks."""
-    if isinstance(tasks, Mapping):
-        return dict(tasks)
-    items: Iterable[Any] = getattr(tasks, "tasks", tasks)
-    return {t.id: t for t in items}
+def reward_of(judged: Judged, task: Any, config: RewardsConfig) -> float | None:
+    """The verifiable reward of one verdict (``None``: masked)."""
+    if judged.source == "unfinished":
+        return config.tests.truncated
+    return score_result(judged.result, config.tests, weights_for(task, config.tests))
 
 
 def _outcome(s: Scored) -> str:
@@ -47,39 +49,60 @@ def _outcome(s: Scored) -> str:
     return s.result.status.value if s.result is not None else "unknown"
 
 
-class CodeReward:
-    """The verifiable reward (optionally blended with a reward model) as a TRL reward function."""
+@dataclass(frozen=True)
+class Scored:
+    """One completion's verdict and the reward it gave."""
 
-    def __init__(self, config: RewardsConfig, scorer: RewardScorer, tasks: Any, model: RewardModel | None = None,
+    verdict: Judged
+    reward: float | None
+
+    @property
+    def result(self) -> Any:
+        return self.verdict.result
+
+    @property
+    def source(self) -> str:
+        return self.verdict.source
+
+    @property
+    def program(self) -> str | None:
+        return self.verdict.program
+
+
+class CodeReward:
+    """The verifiable reward (optionally blended with a reward model) as a TRL reward function.
+
+    ``end_token_ids``: the token ids that end a completion (EOS); one whose ids end otherwise
+    was cut at the length limit (empty: none counts as cut). ``turn_cost``: subtracted per
+    answer after the first of a multi-turn rollout. ``early``: the trainer's early jobs, whose
+    handles this function claims."""
+
+    def __init__(self, config: RewardsConfig, verifier: Verifier, model: RewardModel | None = None,
                  style: str | None = None, task_column: str = "task_id", name: str = "code_reward",
-                 stop_token_ids: Iterable[int] = ()):
+                 end_token_ids: Iterable[int] = (), turn_cost: float = 0.0, early: EarlyJobs | None = None):
         self.config = config
-        self.scorer = scorer
-        self.tasks = task_index(tasks)
+        self.verifier = verifier
         self.model = model
         self.style = style
         self.task_column = task_column
         self.__name__ = name  # TRL names the reward's metrics after this
+        self.end_token_ids = frozenset(end_token_ids)
+        self.turn_cost = turn_cost
+        self.early = early
         self.last: list[Scored] = []
-        """The scored items of the latest batch (for callers that want verdicts)."""
-        self.stop_token_ids = set(stop_token_ids)
-        """Token ids that end a completion (EOS); one whose ids end otherwise was cut at the
-        length limit. Empty: no completion counts as cut. The trainer fills it in."""
-        self.turn_cost = 0.0
-        """Subtracted per answer after the first of a multi-turn rollout (``train.multi_turn.turn_cost``)."""
-
-    def truncated(self, completion_ids: Sequence[int] | None) -> bool:
-        """Whether a completion's token ids stop without an end token (cut at the length limit)."""
-        if not self.stop_token_ids or completion_ids is None:
-            return False
-        return not len(completion_ids) or int(completion_ids[-1]) not in self.stop_token_ids
+        """The scored items of the latest batch (the trainer's completions log reads them)."""
 
     def _task(self, task_id: Any) -> Any:
-        task = self.tasks.get(task_id)
+        task = self.verifier.tasks.get(task_id)
         if task is None:
             raise RewardError(f"reward function got task id {task_id!r}, which is not in the task set",
                               "build the reward functions from the same suite as the training dataset")
         return task
+
+    def _submit(self, task: Any, completion: Any, style: str, truncated: bool) -> Any:
+        if self.early is not None:
+            return self.early.claim(task, completion, style, truncated)
+        return self.verifier.submit(task, completion, style, truncated)
 
     async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
                        completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
@@ -91,16 +114,18 @@ class CodeReward:
         style = self.style or ("chat" if completions and not isinstance(completions[0], str) else "raw")
         if kwargs.get("final_answer") is not None:  # a multi-turn rollout: its last answer is scored
             completions = list(kwargs["final_answer"])
-        cut = [self.truncated(ids) for ids in completion_ids] if completion_ids is not None else [False] * len(tasks)
-        handles = [self.scorer.claim(t, c, style, tr) for t, c, tr in zip(tasks, completions, cut)]
+        cut = ([cut_at_limit(c, self.end_token_ids) for c in completion_ids] if completion_ids is not None
+               else [False] * len(tasks))
+        handles = [self._submit(t, c, style, tr) for t, c, tr in zip(tasks, completions, cut)]
         model_scores = None
         if self.model is not None:
             tokenizer = getattr(self.model, "tokenizer", None)
             texts = [text_for(p, c, tokenizer) for p, c in zip(prompts, completions)]
             model_scores = asyncio.ensure_future(asyncio.to_thread(self.model.score, texts))
-        scored = await self.scorer.gather(handles)
+        verdicts = await self.verifier.gather(handles)
+        tests = [reward_of(v, t, self.config) for v, t in zip(verdicts, tasks)]
+        scored = [Scored(v, r) for v, r in zip(verdicts, tests)]
         self.last = scored
-        tests = [s.reward for s in scored]
         rewards: list[float | None] = tests
         metrics = batch_metrics(scored)
         if model_scores is not None:
@@ -111,7 +136,7 @@ class CodeReward:
             metrics["model/score_mean"] = sum(present) / len(present) if present else 0.0
             metrics["model/failed"] = (len(raw) - len(present)) / max(1, len(raw))
         _log(kwargs, metrics, scored, tests)
-        check_masked(tests, self.config.tests.max_masked_frac, masked_errors(scored))
+        check_masked(tests, self.config.tests.max_masked_frac, masked_errors(verdicts))
         turns = kwargs.get("turns")
         if turns is not None and self.turn_cost:
             rewards = [None if r is None else r - self.turn_cost * (int(t) - 1) for r, t in zip(rewards, turns, strict=True)]
@@ -134,15 +159,19 @@ def _log(kwargs: dict[str, Any], metrics: dict[str, float], scored: list[Scored]
         log_extra("tests_reward", tests)
 
 
-def build_reward_funcs(config: RewardsConfig, sandbox: Any, tasks: Any, extract: str = "last",
-                       style: str | None = None, scorer: RewardScorer | None = None,
-                       model: RewardModel | None = None) -> list[CodeReward]:
-    """The reward functions for ``trl.GRPOTrainer`` (one: tests, blended with the model if enabled).
+def reward_verifier(config: RewardsConfig, sandbox: Any, tasks: Any, extract: str = "last",
+                    image_id: str | None = None) -> Verifier:
+    """The verifier of a training run: its store is ``rewards.cache`` (memory, and the sqlite
+    file of ``rewards.cache_path``), or none when the cache is off."""
+    cache = RewardCache(config.cache_size, config.cache_path) if config.cache else None
+    return Verifier(tasks, sandbox, extract=extract, cache=cache, image_id=image_id)
 
-    ``scorer`` is created when not given; a trainer that overlaps scoring keeps a reference
-    (``funcs[0].scorer``) to ``submit_early`` completions as they are generated.
-    """
-    scorer = scorer or RewardScorer(config, sandbox, extract=extract)
+
+def build_reward_funcs(config: RewardsConfig, verifier: Verifier, style: str | None = None,
+                       model: RewardModel | None = None, end_token_ids: Iterable[int] = (),
+                       turn_cost: float = 0.0, early: EarlyJobs | None = None) -> list[CodeReward]:
+    """The reward functions for ``trl.GRPOTrainer`` (one: tests, blended with the model if enabled)."""
     if model is None:
         model = load_reward_model(config.model)
-    return [CodeReward(config, scorer, tasks, model=model, style=style)]
+    return [CodeReward(config, verifier, model=model, style=style, end_token_ids=end_token_ids,
+                       turn_cost=turn_cost, early=early)]

@@ -32,7 +32,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
-    """Metrics of one batch of :class:`~grpo_code.rewards.scorer.Scored` items."""
+    """Metrics of one batch of :class:`~grpo_code.rewards.functions.Scored` items."""
     n = len(scored)
     if not n:
         return {}

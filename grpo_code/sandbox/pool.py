@@ -189,7 +189,12 @@ class WorkerPool:
     # ----------------------------------------------------------------- shutdown
 
     def shutdown(self, timeout_s: float = 15.0) -> None:
-        """Stop every worker (idle ones gracefully, busy ones hard) and wait for them."""
+        """Stop every worker, hard, in parallel, and wait for them (at most ``timeout_s``).
+
+        Idle workers have nothing to finish, so they are destroyed as busy ones are: one
+        forced removal each, instead of waiting for each executor to see the end of its
+        input and exit first (on a loaded machine that wait, then a removal racing the
+        container's own auto-remove, could hold a Ctrl-C'd owner past its exit)."""
         with self._cond:
             if self._closed and not self._all and not self._reapers:
                 return
@@ -201,8 +206,7 @@ class WorkerPool:
             reapers = list(self._reapers)
             self._reapers.clear()
             self._cond.notify_all()
-        threads = [threading.Thread(target=w.close, daemon=True) for w in idle]
-        threads += [threading.Thread(target=w.destroy, daemon=True) for w in busy]
+        threads = [threading.Thread(target=w.destroy, daemon=True) for w in idle + busy]
         for t in threads:
             t.start()
         deadline = time.monotonic() + timeout_s

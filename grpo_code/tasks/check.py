@@ -18,8 +18,10 @@ from typing import Any
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks import oracle
-from grpo_code.tasks.samples import program_from_completion, read_samples_file
+from grpo_code.tasks.samples import read_samples_file
 from grpo_code.tasks.suite import Suite
+from grpo_code.verify.failure import failure_of
+from grpo_code.verify.verifier import Verifier
 
 SLOW_FRACTION = 0.5
 """A task is slow when a test takes more than this share of its time limit."""
@@ -37,13 +39,9 @@ class TaskCheck:
         if self.note and self.note != "no solution":
             return self.note
         for run in self.runs:
-            if run.status is Status.INFRA_ERROR:
-                return f"sandbox error: {run.error}"[:400]
-            found = run.first_failure()
-            if found is not None:
-                i, test = found
-                line = test.last_line()
-                return f"test {i}: {test.verdict.value}" + (f": {line}" if line else "")
+            failure = failure_of(run)
+            if failure is not None:
+                return failure.line()
         return None
 
     @property
@@ -154,18 +152,9 @@ def empty_program(task) -> str:
     return ""
 
 
-def _solutions_file(path: Path, suite: Suite) -> dict[str, str]:
-    """Program per task from a samples file (the first sample of each task)."""
-    out: dict[str, str] = {}
-    for sample in read_samples_file(path, suite):
-        if sample["index"] != 0:
-            continue
-        if "solution" in sample:
-            out[sample["task_id"]] = sample["solution"]
-        else:
-            built = program_from_completion(suite.get(sample["task_id"]), sample["completion"])
-            out[sample["task_id"]] = built.program if built.program is not None else ""
-    return out
+def _solutions_file(path: Path, suite: Suite) -> dict[str, dict[str, Any]]:
+    """The first sample of each task in a samples file."""
+    return {s["task_id"]: s for s in read_samples_file(path, suite) if s["index"] == 0}
 
 
 def check_suite(
@@ -178,35 +167,40 @@ def check_suite(
     """Run the chosen solutions (``both``, ``reference``, ``empty`` or a file path) ``repeat`` times."""
     if repeat < 1:
         raise SuiteError(f"--repeat {repeat} must be >= 1", "use --repeat 3 to look for flaky tasks")
-    kinds: dict[str, dict[str, str | None]] = {}
+    kinds: dict[str, dict[str, dict[str, Any]]] = {}
     if solutions in ("both", "reference"):
-        kinds["reference"] = {t.id: t.reference for t in suite.tasks}
+        kinds["reference"] = {t.id: {"solution": t.reference} for t in suite.tasks if t.reference is not None}
     if solutions in ("both", "empty"):
-        kinds["empty"] = {t.id: empty_program(t) for t in suite.tasks}
+        kinds["empty"] = {t.id: {"solution": empty_program(t)} for t in suite.tasks}
     if not kinds:
-        kinds["file"] = dict(_solutions_file(Path(solutions), suite))
+        kinds["file"] = _solutions_file(Path(solutions), suite)
     # Expected values that come from references first (cached: computed once per suite version).
     resolved, broken = oracle.resolve(suite, sandbox, progress=progress)
-    by_id = {t.id: t for t in resolved.tasks}
+    # No verdict store: each repeat runs again (that is how flaky tasks show).
+    verifier = Verifier(resolved, sandbox)
     checks: dict[str, list[TaskCheck]] = {k: [] for k in kinds}
     pending = []
-    for kind, programs in kinds.items():
+    for kind, samples in kinds.items():
         for task in suite.tasks:
             check = TaskCheck(task.id, kind)
             checks[kind].append(check)
-            program = programs.get(task.id)
-            if program is None:
+            sample = samples.get(task.id)
+            if sample is None:
                 check.note = "no solution"
                 continue
             if task.id in broken:  # no expected values: its reference fails its own inputs
                 check.note = broken[task.id]
                 continue
-            task = by_id[task.id]
             for _ in range(repeat):
-                pending.append((check, sandbox.submit(task.job(program))))
+                handle = verifier.submit_sample(verifier.task(task.id), sample)
+                if handle.future is None:  # no code, or unfinished: nothing to run
+                    check.note = {"no_code": "no code", "unfinished": "unfinished (cut at the length limit "
+                                  "inside its program)"}[handle.source]
+                    break
+                pending.append((check, handle))
     total = len(pending)
-    for done, (check, future) in enumerate(pending, 1):
-        check.runs.append(future.result())
+    for done, (check, handle) in enumerate(pending, 1):
+        check.runs.append(verifier.result(handle))
         if progress:
             progress(done, total)
     slow = []

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_code.sandbox.executor import codec
-from grpo_code.sandbox.types import CallTest, IoTest, Job, Result, ScriptTest, Status, TestResult, Verdict
-from grpo_code.tasks.prompts import FENCES, LANGUAGE_NAMES
+from grpo_code.sandbox.types import CallTest, IoTest, Result, ScriptTest, Status, TestResult
+from grpo_code.tasks.prompts import language_names
+from grpo_code.verify.failure import clip, failure_of
 
 DEFAULT_TEMPLATE = (
     "{failure}\n\nFix the program. Reply with the whole corrected program in one ```{fence} code block."
@@ -24,22 +25,6 @@ DEFAULT_TEMPLATE = (
 NO_CODE = "Your reply has no ```{fence} code block, so nothing could be run."
 LIMIT = 400
 """Characters kept of each quoted input, expected output and actual output."""
-
-
-def clip(text: str, limit: int = LIMIT) -> str:
-    """Head and tail of a long text, with how much was left out."""
-    if len(text) <= limit:
-        return text
-    half = max(1, (limit - 30) // 2)
-    return f"{text[:half]}\n... ({len(text) - 2 * half} characters left out) ...\n{text[-half:]}"
-
-
-def public_job(task: Any, program: str) -> Job | None:
-    """The job that runs ``program`` on the task's public tests; ``None`` when it has none."""
-    if not task.public_tests:
-        return None
-    return Job(program=program, tests=task.public_tests, language=task.language, limits=task.limits,
-               entry_point=task.entry_point if task.language == "python" else None)
 
 
 def _value(tree: Any) -> str:
@@ -83,11 +68,10 @@ def failure_text(task: Any, public: Result | None, compile_error: str | None = N
     if public is not None:
         if public.status is Status.PASS:
             return None
-        found = public.first_failure()
-        if found is not None:
-            index, outcome = found
-            return describe(task.public_tests[index], outcome, limit)
-        return f"The program could not be run: {clip(public.error or '', limit)}" if public.error else None
+        failure = failure_of(public, limit)
+        if failure is not None and failure.outcome is not None and failure.test is not None:
+            return describe(task.public_tests[failure.test], failure.outcome, limit)
+        return f"The program could not be run: {failure.message}" if failure and failure.message else None
     if compile_error is None:
         return None
     # Python compiles the program alone, so its message quotes only the program; other
@@ -96,26 +80,14 @@ def failure_text(task: Any, public: Result | None, compile_error: str | None = N
     return f"The program does not compile:\n{said}" if said else "The program does not compile."
 
 
-def hidden_compile_error(result: Result | None) -> str | None:
-    """The compiler's message when a run found that its program does not compile."""
-    if result is None or not result.tests or result.tests[0].verdict is not Verdict.COMPILE_ERROR:
-        return None
-    return result.tests[0].why or "(no message)"
-
-
-def _names(task: Any) -> dict[str, str]:
-    return {"language_name": LANGUAGE_NAMES.get(task.language, task.language),
-            "fence": FENCES.get(task.language, task.language)}
-
-
 def no_code(task: Any) -> str:
     """What to tell an answer that has no code block."""
-    return NO_CODE.format(**_names(task))
+    return NO_CODE.format(**language_names(task.language))
 
 
 def feedback(task: Any, failure: str | None, template: str = DEFAULT_TEMPLATE) -> str:
     """The user message for another turn: ``failure`` (``None``: no code block) in ``template``."""
-    return template.format(failure=failure if failure is not None else no_code(task), **_names(task))
+    return template.format(failure=failure if failure is not None else no_code(task), **language_names(task.language))
 
 
 def turns(answers: list[str], notes: list[str]) -> list[dict[str, str]]:

@@ -18,12 +18,15 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from grpo_code.paths import cache_dir
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.schema import Task
+from grpo_code.verify.failure import failure_of
+from grpo_code.verify.verifier import Verifier
 
 SCHEMA = 1
 
@@ -71,12 +74,11 @@ def fill(task: Task, values: dict[int, Any]) -> Task:
 def _answers(task: Task, indices: list[int], result: Result) -> tuple[dict[int, Any] | None, str | None]:
     if result.status is Status.INFRA_ERROR:
         return None, f"reference oracle: the sandbox failed ({result.error})"
-    found = result.first_failure()
-    if found is not None:
-        k, test = found
-        line = test.last_line()
-        return None, (f"reference oracle: the reference gives {test.verdict.value} on test {indices[k]}"
-                      + (f": {line}" if line else ""))
+    failure = failure_of(result)
+    if failure is not None:
+        # The job ran the pending tests only: name the test by its index in the task.
+        named = replace(failure, test=indices[failure.test] if failure.test is not None else None)
+        return None, f"reference oracle: the reference gives {named.line()}"
     return {i: test.value if task.tests[i].kind == "call" else test.stdout
             for i, test in zip(indices, result.tests)}, None
 
@@ -91,6 +93,7 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
     resolved: dict[str, Task] = {}
     broken: dict[str, str] = {}
     jobs = []
+    verifier = Verifier(todo, sandbox)
     for task in todo:
         path = oracle_dir() / f"{_key(task, sandbox.fingerprint(task.language))}.json.gz"
         cached = _load(path) if use_cache else None
@@ -99,9 +102,9 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
             resolved[task.id] = fill(task, cached)
             continue
         only = dataclasses.replace(task, tests=tuple(task.tests[i] for i in indices))
-        jobs.append((task, indices, path, sandbox.submit(only.job(task.reference, record=True))))
-    for done, (task, indices, path, future) in enumerate(jobs, 1):
-        values, problem = _answers(task, indices, future.result())
+        jobs.append((task, indices, path, verifier.record(only, task.reference)))
+    for done, (task, indices, path, handle) in enumerate(jobs, 1):
+        values, problem = _answers(task, indices, verifier.result(handle))
         if values is None:
             broken[task.id] = problem or "reference oracle failed"
         else:

@@ -45,6 +45,31 @@ class Prompt:
         return [dict(m) for m in self.messages] if self.style == "chat" else self.text
 
 
+def language_names(language: str) -> dict[str, str]:
+    """What templates call a language: ``{language_name}`` (prose) and ``{fence}`` (the code
+    block's tag). Prompts and execution feedback fill their templates from this one table."""
+    return {"language_name": LANGUAGE_NAMES.get(language, language), "fence": FENCES.get(language, language)}
+
+
+def message_text(message: Any) -> str:
+    """The text of one chat message (string content or a list of text parts)."""
+    content = message.get("content", "") if isinstance(message, dict) else message
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a completion: a string, or the assistant messages of a conversation."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return message_text(completion)
+    messages = list(completion)
+    assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    return "\n".join(message_text(m) for m in (assistant or messages))
+
+
 def _fill(template: str, **values: str) -> str:
     try:
         return template.format(**values)
@@ -62,8 +87,7 @@ def render(task: Any, style: str = "chat", system_prompt: str | None = None,
     """
     if style not in STYLES:
         raise SuiteError(f"unknown prompt style {style!r}", "use chat (instruct models) or raw (base models)")
-    names = {"language_name": LANGUAGE_NAMES.get(task.language, task.language),
-             "fence": FENCES.get(task.language, task.language)}
+    names = language_names(task.language)
     if style == "raw":
         if task.mode == "complete":
             return Prompt("raw", text=task.prompt)

@@ -1,5 +1,7 @@
 """Samples files: ``{"task_id", "completion"}`` or ``{"task_id", "solution"}`` JSONL lines,
-the formats of the common HumanEval/evalplus tools. Read by ``grpo-code eval --samples``
+the formats of the common HumanEval/evalplus tools. ``"truncated": true`` marks a
+completion cut at the length limit (``grpo-code eval`` writes it): if its program runs to
+the cut, it is unfinished, not run and not passed, as in training. Read by ``grpo-code eval --samples``
 and ``grpo-code tasks check --solutions``.
 
 A ``solution`` is a whole program and runs as written. A ``completion`` becomes a program
@@ -85,6 +87,12 @@ def read_samples_file(path: Path, suite: Any) -> list[dict[str, Any]]:
             sample["completion"] = rec["completion"]
         else:
             raise SuiteError(f"{path}:{lineno}: needs a 'completion' or 'solution' string", "see docs/tasks.md")
+        truncated = rec.get("truncated", False)
+        if not isinstance(truncated, bool):
+            raise SuiteError(f"{path}:{lineno}: truncated must be true or false, not {truncated!r}",
+                             "mark a completion cut at the length limit with \"truncated\": true")
+        if truncated:
+            sample["truncated"] = True
         counter[rec["task_id"]] += 1
         out.append(sample)
     if not out:

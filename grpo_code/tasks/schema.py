@@ -62,13 +62,15 @@ class Task:
         """Some test's expected value is to come from the reference (docs/tasks.md, Reference oracles)."""
         return any(not getattr(t, "has_expected", True) for t in self.tests) and self.reference is not None
 
-    def job(self, program: str, record: bool = False) -> Job:
+    def job(self, program: str, record: bool = False, public: bool = False) -> Job:
         """The sandbox job that runs ``program`` against this task's tests (``record``: as
-        the reference whose answers become the expected values)."""
-        if self.needs_oracle and not record:
+        the reference whose answers become the expected values; ``public``: against its
+        public tests, the multi-turn check)."""
+        if self.needs_oracle and not record and not public:
             raise SuiteError(f"task {self.id!r}: expected values not computed from its reference yet",
                              "resolve the suite first (grpo_code.tasks.oracle.resolve)")
-        return Job(program=program, tests=self.tests, language=self.language, limits=self.limits,
+        tests = self.public_tests if public else self.tests
+        return Job(program=program, tests=tests, language=self.language, limits=self.limits,
                    entry_point=self.entry_point if self.language == "python" else None,
                    checkers=self.checkers, record=record,
                    helpers=self.helpers if self.language == "python" else None)

@@ -5,9 +5,9 @@ of :class:`~grpo_code.training.trl_seam.SeamTrainer`, which holds every touch po
 Overlap: on the transformers generation path the whole batch is generated in one call
 (batch size unchanged), and a stopping criterion (:class:`~grpo_code.generation.watch.RowWatcher`)
 looks at each new token: a completion that just ended is handed to the sandbox
-(``submit_early``) while the others keep generating, and one whose code block just closed
-has that program started (``speculate``; a finished completion that extracts the same
-program reuses the run). The reward function then only waits for the tail. vLLM generates
+(:class:`~grpo_code.verify.early.EarlyJobs`, the trainer's one handle on scoring) while the
+others keep generating, and one whose code block just closed has that program started
+(``speculate``; a finished completion that extracts the same program reuses the run). The reward function then only waits for the tail. vLLM generates
 a whole batch in one call, so there the jobs start right after it. Logged per step:
 
 - ``timing/generate_s``: time spent generating,
@@ -37,21 +37,28 @@ from accelerate.utils import gather_object
 from grpo_code import metric_names as M
 from grpo_code.generation.watch import RowWatcher, TokenKinds
 from grpo_code.rewards.functions import CodeReward
-from grpo_code.tasks.extract import whole_program
 from grpo_code.training.filter import FilteringSampler, PromptFilter
 from grpo_code.training.trl_seam import RepeatPattern, SeamTrainer
+from grpo_code.verify.early import EarlyJobs, cut_at_limit
 
 
 class GrpoCodeTrainer(SeamTrainer):
-    def __init__(self, *args: Any, code_reward: CodeReward, style: str, overlap: bool = True,
+    def __init__(self, *args: Any, code_reward: CodeReward, early: EarlyJobs | None = None,
                  prompt_filter: PromptFilter | None = None, completions_path: Path | None = None,
                  stop_after_code: bool = False, trim_padding: bool = True, **kwargs: Any):
+        """``early``: where finished completions go while the batch still generates (``None``:
+        no overlap; they are scored when TRL calls the reward function). ``code_reward``'s
+        latest verdicts (``last``) feed the completions log."""
         super().__init__(*args, **kwargs)
         self.trim_padding = trim_padding
         self.code_reward = code_reward
-        code_reward.stop_token_ids = set(self.end_token_ids)
-        self.style = style
-        self.overlap = overlap
+        self.early = early
+        self.overlap = early is not None
+        if code_reward.end_token_ids != frozenset(self.end_token_ids):
+            # The reward function decides which completions were cut at the length limit.
+            raise ValueError(f"the reward function's end tokens {sorted(code_reward.end_token_ids)} differ from "
+                             f"the trainer's {sorted(self.end_token_ids)}: build it with "
+                             "grpo_code.training.trl_seam.end_token_ids(model, tokenizer)")
         self.stop_after_code = stop_after_code
         self._stopped_rows = self._generated_rows = self._early_rows = 0
         self.prompt_filter = prompt_filter
@@ -132,46 +139,48 @@ class GrpoCodeTrainer(SeamTrainer):
             if row not in done:
                 self._submit(row, ids)
 
-    def _row(self, row: int, ids: list[int]) -> tuple[Any, str]:
-        """The task of a batch row and the text of its token ids (the scorer keys on text alone,
-        whatever the prompt style)."""
-        return self.code_reward.tasks[self._batch_task_ids[row]], self.processing_class.decode(
-            ids, skip_special_tokens=True)
+    def _row(self, row: int, ids: list[int]) -> tuple[str, str]:
+        """The task id of a batch row and the text of its token ids (early jobs key on text
+        alone, whatever the prompt style)."""
+        return self._batch_task_ids[row], self.processing_class.decode(ids, skip_special_tokens=True)
 
     def _submit(self, row: int, completion_ids: list[int]) -> None:
         """Hand a finished completion to the sandbox now; the reward function claims it later."""
-        self.code_reward.scorer.submit_early(*self._row(row, completion_ids), self.style,
-                                             self.code_reward.truncated(completion_ids))
+        assert self.early is not None
+        self.early.submit(*self._row(row, completion_ids), cut_at_limit(completion_ids, frozenset(self.end_token_ids)))
 
     def _whole_program(self, row: int, partial_ids: list[int]) -> bool:
         """Whether a completion still being generated already holds its whole program."""
-        return whole_program(*self._row(row, partial_ids), self.style, self.code_reward.scorer.extract)
+        return self.code_reward.verifier.whole(self.code_reward.verifier.task(self._batch_task_ids[row]),
+                                               self.processing_class.decode(partial_ids, skip_special_tokens=True),
+                                               self.code_reward.style or "chat")
 
     def _speculate(self, row: int, partial_ids: list[int]) -> None:
         """Start the program of a completion still being generated (its code block just closed)."""
-        self.code_reward.scorer.speculate(*self._row(row, partial_ids), self.style)
+        assert self.early is not None
+        self.early.speculate(*self._row(row, partial_ids))
 
     # ----------------------------------------------------------------- rewards
 
     def after_rewards(self, inputs: list[dict[str, Any]], completions: list[Any], rewards: torch.Tensor,
                       waited_s: float) -> None:
-        scorer = self.code_reward.scorer
-        scorer.discard_early()  # nothing of this batch is left to claim
         scored = self.code_reward.last
         busy = sum(s.result.duration_ms for s in scored if s.source == "executed" and s.result is not None) / 1000
         self.log_metric(M.REWARD_WAIT_S, waited_s)
         self.log_metric(M.SANDBOX_BUSY_S, busy)
-        started_before, wasted_before = self._speculation_seen
-        self._speculation_seen = (scorer.speculated, scorer.speculation_wasted)
-        self.log_metric(M.SPECULATIVE_JOBS, scorer.speculated - started_before)
-        self.log_metric(M.SPECULATIVE_WASTED, scorer.speculation_wasted - wasted_before)
+        if self.early is not None:
+            self.early.discard()  # nothing of this batch is left to claim
+            started_before, wasted_before = self._speculation_seen
+            self._speculation_seen = (self.early.speculated, self.early.speculation_wasted)
+            self.log_metric(M.SPECULATIVE_JOBS, self.early.speculated - started_before)
+            self.log_metric(M.SPECULATIVE_WASTED, self.early.speculation_wasted - wasted_before)
         logging = self.completions_path is not None
         if self.mode != "train" or not (logging or self.prompt_filter is not None):
             return
         values = row_totals(rewards)  # every process's rows, in process order
-        talks = getattr(self.rollout_func, "conversations", None) or [None] * len(inputs)
-        local = [_completion_record(x["task_id"], c, s, talk) if logging else {"task_id": x["task_id"]}
-                 for x, c, s, talk in zip(inputs, completions, scored, talks, strict=True)]
+        # A multi-turn rollout's conversations come back as its rows' ``conversation`` column.
+        local = [_completion_record(x["task_id"], c, s, x.get("conversation")) if logging else {"task_id": x["task_id"]}
+                 for x, c, s in zip(inputs, completions, scored, strict=True)]
         rows = gather_object(local) if self.accelerator.num_processes > 1 else local
         if len(rows) != len(values):
             raise RuntimeError(f"{len(rows)} gathered rows for {len(values)} rewards")

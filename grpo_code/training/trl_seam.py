@@ -96,6 +96,17 @@ def cpu_engine() -> Iterator[None]:
         trl_vllm.LLM = made
 
 
+def end_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """The token ids that end a completion, as ``GRPOTrainer`` takes them (every eos id of the
+    model's generation config, and the tokenizer's): known before the trainer is made, so the
+    reward function is built with them (pinned by a test against the trainer's own)."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    if tokenizer.eos_token_id not in ids:
+        ids = [tokenizer.eos_token_id, *ids]
+    return ids
+
+
 @dataclass(frozen=True)
 class RepeatPattern:
     """TRL's sampling pattern: each prompt ``mini_repeat_count`` times in a row (its group),

@@ -26,6 +26,7 @@ from grpo_code.errors import RewardError
 from grpo_code.rewards.model.backends import Backend, OnnxBackend, TorchBackend, export_onnx, forward_inputs
 from grpo_code.rewards.model.batching import pad, plan_batches
 from grpo_code.rewards.model.remote import RemoteScorer
+from grpo_code.tasks.prompts import message_text
 
 log = logging.getLogger(__name__)
 
@@ -183,11 +184,3 @@ def text_for(prompt: Any, completion: Any, tokenizer: Any = None) -> str:
                               "use a reward model whose template takes a user turn and an assistant turn "
                               "(roles as the policy's chat)") from None
     return "\n\n".join(message_text(m) for m in messages)
-
-
-def message_text(message: Any) -> str:
-    """The text of one chat message (string content or a list of text parts)."""
-    content = message.get("content", "") if isinstance(message, dict) else message
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)

@@ -11,7 +11,7 @@ changing the reward mode reuses them. Infrastructure errors are never stored.
 Entries live in a bounded in-memory LRU; with ``rewards.cache_path`` they are also
 written to a sqlite file, so eval re-runs and resumed training reuse them across
 processes. In-flight duplicates (same key, not finished yet) are shared by
-:class:`~grpo_code.rewards.scorer.RewardScorer`, which owns the futures.
+:class:`~grpo_code.verify.verifier.Verifier`, which owns the futures.
 """
 
 from __future__ import annotations

