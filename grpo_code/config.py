@@ -126,9 +126,15 @@ class RaySandboxConfig:
 class SandboxConfig:
     """Where and under which limits programs run."""
 
-    backend: Literal["auto", "docker", "local", "ray"] = "auto"
+    backend: Literal["auto", "docker", "local", "ray", "http"] = "auto"
+    """``http``: a ``grpo-code sandbox serve`` at ``url`` runs the jobs (docs/sandbox.md, Serving)."""
     workers: int | None = field(default=None, metadata=bounds(1))
-    """Jobs run concurrently; null = the number of CPU cores (ray backend: per actor, that node's CPUs)."""
+    """Jobs run concurrently; null = the number of CPU cores (ray backend: per actor, that node's CPUs;
+    http backend: requests in flight to the server)."""
+    url: str | None = None
+    """The server's base URL for the ``http`` backend (``http://host:8080``)."""
+    token_file: str | None = None
+    """File holding the bearer token of the ``http`` backend's server (null: none sent)."""
     image: str | None = None
     """Docker image for Python jobs; null = the image `grpo-code sandbox build` makes."""
     timeout_s: float = field(default=5.0, metadata=bounds(0.1, 600))
@@ -299,6 +305,8 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         )
     if any(k < 1 for k in cfg.eval.k):
         problems.append(f"eval.k: {cfg.eval.k} must hold positive integers (e.g. [1, 5])")
+    if cfg.sandbox.backend == "http" and not cfg.sandbox.url:
+        problems.append("sandbox.url: null but backend is http (set the base URL of `grpo-code sandbox serve`)")
     if cfg.generation.backend == "openai" and not cfg.generation.server_url:
         problems.append("generation.server_url: null but backend is openai (set the server's base URL)")
     if cfg.rewards.model.backend == "remote" and cfg.rewards.model.weight > 0 and not cfg.rewards.model.url:

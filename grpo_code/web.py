@@ -28,9 +28,9 @@ def post_json(url: str, body: Any, *, timeout_s: float, retries: int, backoff_s:
     """POST ``body`` as JSON to ``url`` and return ``parse(answer)``; ``retries`` more
     attempts after the first, ``backoff_s * 2**k`` apart (at most 8 s). ``parse`` raising
     ``ValueError``, ``KeyError`` or ``TypeError`` (an answer of the wrong shape) counts as a
-    failed attempt; ``attempted`` is called before each one."""
-    data = json.dumps(body).encode()
-    sent = {"Content-Type": "application/json", **(headers or {})}
+    failed attempt; ``attempted`` is called before each one. ``body=None``: a GET."""
+    data = None if body is None else json.dumps(body).encode()
+    sent = {**({"Content-Type": "application/json"} if data is not None else {}), **(headers or {})}
     last = "no attempt"
     for attempt in range(retries + 1):
         if attempt:

@@ -123,6 +123,32 @@ def exec_(
     typer.echo(json.dumps(payload, indent=2))
 
 
+@command(app, "serve")
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (beyond loopback: --token-file).")] = (
+        "127.0.0.1"),
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
+    backend: BackendOpt = None,
+    workers: WorkersOpt = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option("--token-file", help="File holding the bearer token clients must send (required off loopback).",
+                     show_default=False),
+    ] = None,
+    queue: Annotated[int, typer.Option("--queue", min=1, help="Jobs accepted and not finished, at most (429 past it).")
+                     ] = 256,
+    max_body_mb: Annotated[int, typer.Option("--max-body-mb", min=1, help="Largest request body (413 past it).")] = 16,
+    config: ConfigOpt = None,
+    overrides: OverridesArg = None,
+) -> None:
+    """Serve the sandbox over HTTP: SandboxFusion's /run_code and /v1/ping, our /v1/jobs, /metrics."""
+    from grpo_code.serve import read_token
+    from grpo_code.serve import serve as run_server
+
+    token = read_token(host, token_file)
+    run_server(_sandbox_config(config, overrides, backend, workers), host, port, token, queue, max_body_mb)
+
+
 @command(app, "doctor")
 def doctor(
     backend: BackendOpt = None,

@@ -27,6 +27,7 @@ from typing import Any
 
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
+from grpo_code.sandbox.http_backend import HttpPool
 from grpo_code.sandbox.node import BACKENDS, NodeSandbox, resolve_backend
 from grpo_code.sandbox.ray_backend import RayPool
 from grpo_code.sandbox.types import Job, Result
@@ -44,7 +45,7 @@ class Sandbox:
         self.workers = self.config.workers or os.cpu_count() or 1
         self._quiet = quiet
         self._lock = threading.Lock()
-        self._runner: NodeSandbox | RayPool | None = None
+        self._runner: NodeSandbox | RayPool | HttpPool | None = None
         self._backend: str | None = None
         self._fingerprints: dict[str, str] = {}
         self._closed = False
@@ -59,7 +60,7 @@ class Sandbox:
         assert self._backend is not None
         return self._backend
 
-    def _ensure(self, language: str = "python") -> NodeSandbox | RayPool:
+    def _ensure(self, language: str = "python") -> NodeSandbox | RayPool | HttpPool:
         with self._lock:
             if self._closed:
                 raise SandboxError("the sandbox is closed", "create a new Sandbox")
@@ -68,6 +69,8 @@ class Sandbox:
                 backend = resolve_backend(self.config, language)
                 if backend == "ray":  # actors on the cluster's nodes run NodeSandboxes
                     self._runner = RayPool(self.config)
+                elif backend == "http":  # a `grpo-code sandbox serve` elsewhere
+                    self._runner = HttpPool(self.config, self.workers)
                 else:
                     self._runner = NodeSandbox(self.config, backend, self.workers, self._quiet)
                 self._backend = backend

@@ -27,13 +27,13 @@ from grpo_code.sandbox.pool import WorkerPool, shutdown_all
 from grpo_code.sandbox.types import Job, Result, Status
 from grpo_code.sandbox.wire import split_wire, wire_for
 
-BACKENDS = ("auto", "docker", "local", "ray")
+BACKENDS = ("auto", "docker", "local", "ray", "http")
 
 
 def resolve_backend(config: SandboxConfig, language: str = "python") -> str:
     """``auto`` becomes ``docker`` when an engine answers and the language's image exists, else ``local``."""
     if config.backend not in BACKENDS:
-        raise SandboxError(f"unknown sandbox backend {config.backend!r}", "use auto, docker, local or ray")
+        raise SandboxError(f"unknown sandbox backend {config.backend!r}", "use auto, docker, local, ray or http")
     if config.backend != "auto":
         return config.backend
     if engine.engine_version() and engine.image_id(default_image(config, language)):

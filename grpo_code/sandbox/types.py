@@ -31,14 +31,18 @@ VALUE_COMPARE_MODES = ("value", "python")
 """How ``call`` values are compared: plain-data equality, or Python's ``==`` (evalplus)."""
 
 
-class LimitsError(ValueError):
-    """A ``limits`` object that is not valid; ``field`` names where (``limits.timeout_s``).
-    Each reader (job file, task line, suite.yaml) wraps it into its own error with its location."""
+class FieldError(ValueError):
+    """A value that is not valid; ``field`` names where it stands, ``problem`` what it must be."""
 
     def __init__(self, field: str, problem: str):
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
+
+
+class LimitsError(FieldError):
+    """A ``limits`` object that is not valid; ``field`` names where (``limits.timeout_s``).
+    Each reader (job file, task line, suite.yaml) wraps it into its own error with its location."""
 
 
 @dataclass(frozen=True)
