@@ -215,16 +215,18 @@ def _completion_record(task_id: str, completion: Any, s: Any,
                        conversation: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """One line of ``completions.jsonl`` (without step and reward): what was written (a
     multi-turn rollout: its last answer, and the whole ``conversation``), the program that
-    ran and its verdicts."""
+    ran, its status (``pass``, ``fail``, ``no_code``, ``unfinished``, ``infra_error`` with
+    ``masked_because``) and its verdicts."""
     text = completion if isinstance(completion, str) else completion[-1]["content"]
     result, program = s.result, s.program
     extra = {} if conversation is None else {"conversation": conversation, "turns": (len(conversation) + 1) // 2}
+    if s.verdict.masked:  # a masked reward keeps its reason: what the sandbox said
+        extra["masked_because"] = s.verdict.error
     return {
         "task_id": task_id,
         "completion": text if conversation is None else conversation[-1]["content"],
         **extra,
         "program": program,
-        "status": result.status.value if result else (
-            "unfinished" if s.source == "unfinished" else "no_code" if program is None else None),
+        "status": s.verdict.status,
         "verdicts": [t.verdict.value for t in result.tests] if result else [],
     }
