@@ -565,3 +565,16 @@ def test_a_multi_turn_run_logs_conversations_and_resumes_bit_for_bit(
     resumed = read_jsonl(run / "completions.jsonl")[16:]
     assert [(c["task_id"], c["conversation"], c["reward"]) for c in resumed] == [
         (c["task_id"], c["conversation"], c["reward"]) for c in completions[8:]]
+
+
+def test_a_masked_row_keeps_its_reason_in_the_completions_log() -> None:
+    from grpo_code.rewards.functions import Scored
+    from grpo_code.sandbox.types import Result
+    from grpo_code.training.trainer import _completion_record
+    from grpo_code.verify.verifier import Judged
+
+    lost = Judged("t/1", Result.infra_error(2, "worker-1: the executor went away"), "executed", "fenced", "x = 1")
+    record = _completion_record("t/1", "```python\nx = 1\n```", Scored(lost, None))
+    assert record["status"] == "infra_error" and record["masked_because"] == "worker-1: the executor went away"
+    cut = _completion_record("t/1", "```python\nx =", Scored(Judged("t/1", None, "unfinished", "fenced", "x ="), 0.0))
+    assert cut["status"] == "unfinished" and "masked_because" not in cut
