@@ -136,6 +136,7 @@ class FakeTrainer:
         self.metrics: dict[str, float] = {}
         self._rows = task_ids
         self._on_end = None
+        self.end_token_ids = [tokenizer.eos_token_id]
 
     def tokenize_prompts(self, prompts):  # noqa: ANN001, ANN201
         return [self.processing_class.apply_chat_template(p, add_generation_prompt=True, tokenize=True,

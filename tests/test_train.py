@@ -300,7 +300,7 @@ def test_row_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path)
     from grpo_code.generation.watch import RowWatcher, TokenKinds
 
     submitted, speculated = [], []
-    fake = SimpleNamespace(end_token_ids=[tok.eos_token_id], processing_class=tok, style="chat",
+    fake = SimpleNamespace(end_token_ids=[tok.eos_token_id], processing_class=tok, style="chat", early=None,
                            _batch_task_ids=[task.id] * len(rows), _kinds=TokenKinds(tok), _row_end=None,
                            code_reward=SimpleNamespace(verifier=Verifier({task.id: task}, None), style="chat"),
                            _submit=lambda row, ids: submitted.append(row),

@@ -156,3 +156,55 @@ def test_a_check_the_sandbox_failed_stops_the_row_or_raises(tmp_path: Path) -> N
     with pytest.raises(CheckFailed):
         verifier.note(check)
     assert verifier.judged(check.handle).result.status is Status.INFRA_ERROR
+
+
+class CountingSandbox:
+    """A sandbox whose every job passes; counts the jobs it was given."""
+
+    config = SandboxConfig(backend="local")
+
+    def __init__(self) -> None:
+        self.jobs = []
+
+    def fingerprint(self, language: str) -> str:
+        return "fake"
+
+    def submit(self, job):  # noqa: ANN001, ANN201
+        from concurrent.futures import Future
+
+        from grpo_code.sandbox.types import TestResult, Verdict
+
+        self.jobs.append(job)
+        done: Future = Future()
+        done.set_result(Result(Status.PASS, len(job.tests), len(job.tests),
+                               tuple(TestResult(Verdict.PASS) for _ in job.tests)))
+        return done
+
+
+def test_a_turn_cut_inside_its_program_is_told_so_and_not_run(tmp_path: Path) -> None:
+    sandbox = CountingSandbox()
+    verifier = Verifier(_suite(tmp_path), sandbox)
+    talk = Conversation(verifier.task("v/passing"))
+    answers = {1: [Completion(f"```python\n{RIGHT}", True)], 2: [f"```python\n{RIGHT}```"]}
+    stats = TurnLoop(verifier, 3).run([talk], lambda turn, rows: answers[turn])
+    # The cut first answer would pass if run; it is not run and the model is told it was cut.
+    assert "cut at the length limit" in talk.notes[0] and stats.rows == [1, 1]
+    assert len(sandbox.jobs) == 1  # only the finished second answer was checked (and passed: no third turn)
+    # A samples-file line taken as written runs to the end of its text: truncated, it is unfinished.
+    task = verifier.task("v/passing")
+    assert verifier.submit_sample(task, {"completion": RIGHT, "truncated": True}).source == "unfinished"
+    assert verifier.submit_sample(task, {"completion": RIGHT}).source == "executed"
+
+
+def test_a_reference_oracle_the_sandbox_failed_is_an_error_not_a_dropped_task(tmp_path: Path) -> None:
+    from grpo_code.errors import SandboxError
+    from grpo_code.tasks import oracle
+
+    folder = tmp_path / "oracle"
+    folder.mkdir()
+    (folder / "tasks.jsonl").write_text(json.dumps(
+        {"id": "o/1", "prompt": "f", "entry_point": "f", "reference": RIGHT,
+         "tests": [{"kind": "call", "fn": "f", "args": [1]}]}) + "\n")
+    suite = load_suite(str(folder))
+    with pytest.raises(SandboxError, match="reference oracle of o/1: the sandbox failed"):
+        oracle.resolve(suite, FlakySandbox(), use_cache=False)

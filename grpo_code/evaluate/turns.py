@@ -23,7 +23,7 @@ from typing import Any
 
 from grpo_code.evaluate.execute import EvalError, execute, sample_record
 from grpo_code.evaluate.files import Appender, read_jsonl
-from grpo_code.generation.base import Sampling, seeded_chunks
+from grpo_code.generation.base import Completion, Sampling, seeded_chunks
 from grpo_code.tasks import feedback
 from grpo_code.tasks.prompts import Prompt, render
 from grpo_code.tasks.suite import Suite
@@ -36,6 +36,11 @@ Key = tuple[str, int]
 def conversation(base: Prompt, answers: list[str], notes: list[str]) -> Prompt:
     """The chat so far: the task's prompt, then each answer and the feedback on it."""
     return Prompt("chat", messages=(*base.messages, *feedback.turns(answers, notes)))
+
+
+def as_answer(sample: dict[str, Any]) -> Completion:
+    """A written sample as an answer that knows whether it was cut at the length limit."""
+    return Completion(sample["completion"], bool(sample.get("truncated")))
 
 
 def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, hooks: Any, first: dict[Key, dict],
@@ -59,7 +64,7 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, ho
 
     def generate(turn: int, active: list[int]) -> list[str]:
         if turn == 1:
-            return [first[k]["completion"] for k in keys]
+            return [as_answer(first[k]) for k in keys]
         pending = [(keys[r], r) for r in active]
         chunks = seeded_chunks(pending, settings.batch_size, 1, settings.seed * 7_919 + turn)
         todo = [(seed, chunk) for seed, chunk in chunks if any((*k, turn) not in have for k, _ in chunk)]
@@ -94,7 +99,7 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, ho
                 solved.add(k)
         by_turn.append(len(solved))
         mixes.append(Counter(latest[k]["status"] for k, _ in pending))
-        return [s["completion"] for s in samples]
+        return [as_answer(s) for s in samples]
 
     def check_failed(message: str) -> None:
         raise EvalError(f"a public-test run hit a sandbox infrastructure error ({message})",

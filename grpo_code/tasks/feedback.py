@@ -23,6 +23,8 @@ DEFAULT_TEMPLATE = (
 )
 """The user turn after a failed check; it may use {failure}, {language_name} and {fence}."""
 NO_CODE = "Your reply has no ```{fence} code block, so nothing could be run."
+UNFINISHED = ("Your reply was cut at the length limit before its ```{fence} code block closed, so the "
+              "unfinished program was not run. Write a shorter program.")
 LIMIT = 400
 """Characters kept of each quoted input, expected output and actual output."""
 
@@ -78,6 +80,11 @@ def failure_text(task: Any, public: Result | None, compile_error: str | None = N
     # languages compile it with the tests' harness, whose lines a message could quote.
     said = clip(compile_error.strip(), limit) if task.language == "python" else ""
     return f"The program does not compile:\n{said}" if said else "The program does not compile."
+
+
+def unfinished(task: Any) -> str:
+    """What to tell an answer cut at the length limit before its code block closed."""
+    return UNFINISHED.format(**language_names(task.language))
 
 
 def no_code(task: Any) -> str:

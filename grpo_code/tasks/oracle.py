@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from grpo_code.errors import SandboxError
 from grpo_code.paths import cache_dir
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.schema import Task
@@ -72,8 +73,6 @@ def fill(task: Task, values: dict[int, Any]) -> Task:
 
 
 def _answers(task: Task, indices: list[int], result: Result) -> tuple[dict[int, Any] | None, str | None]:
-    if result.status is Status.INFRA_ERROR:
-        return None, f"reference oracle: the sandbox failed ({result.error})"
     failure = failure_of(result)
     if failure is not None:
         # The job ran the pending tests only: name the test by its index in the task.
@@ -104,7 +103,12 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
         only = dataclasses.replace(task, tests=tuple(task.tests[i] for i in indices))
         jobs.append((task, indices, path, verifier.record(only, task.reference)))
     for done, (task, indices, path, handle) in enumerate(jobs, 1):
-        values, problem = _answers(task, indices, verifier.result(handle))
+        result = verifier.result(handle)
+        if result is not None and result.status is Status.INFRA_ERROR:
+            # The sandbox's failure, not the reference's: never a reason to drop the task.
+            raise SandboxError(f"reference oracle of {task.id}: the sandbox failed ({result.error})",
+                               "rerun (computed values are cached); `grpo-code sandbox doctor` if it persists")
+        values, problem = _answers(task, indices, result)
         if values is None:
             broken[task.id] = problem or "reference oracle failed"
         else:

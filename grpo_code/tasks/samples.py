@@ -45,6 +45,9 @@ def program_from_completion(task: Any, completion: str, which: str = "last") -> 
     - ``instruct`` tasks otherwise: a Python completion that parses is the program as
       written; anything else goes through chat extraction (unfenced code amid prose, or
       no code).
+
+    A program taken as written runs to the end of the text (``cut``): a sample marked
+    ``truncated`` gives an unfinished program, as live extraction would.
     """
     if not completion.strip():
         return Extraction(None, "none")
@@ -52,12 +55,12 @@ def program_from_completion(task: Any, completion: str, which: str = "last") -> 
     if task.mode == "complete":
         program = task.prompt + completion
         if python and _python_code(program):
-            return Extraction(program, "verbatim")
+            return Extraction(program, "verbatim", cut=True)
         if any(block.strip() for block in fenced_blocks(completion, task.language)):
             return build_program(task, completion, "chat", which)
-        return Extraction(program, "verbatim")
+        return Extraction(program, "verbatim", cut=True)
     if python and _python_code(completion):
-        return Extraction(completion, "verbatim")
+        return Extraction(completion, "verbatim", cut=True)
     return extract_code(completion, task.language, which, task.entry_point)
 
 

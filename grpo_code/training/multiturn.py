@@ -19,7 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_code.generation.base import Completion
 from grpo_code.tasks import feedback
+from grpo_code.verify.early import cut_at_limit
 from grpo_code.verify.turns import Conversation, TurnLoop
 from grpo_code.verify.verifier import Verifier
 
@@ -50,6 +52,7 @@ class MultiTurnRollout:
         prompt_ids = trainer.tokenize_prompts(prompts)
         rows = [Row([dict(m) for m in p], [], [], None) for p in prompts]
         talks = [Conversation(self.verifier.task(t)) for t in task_ids]
+        ends = frozenset(trainer.end_token_ids)
         seconds: list[float] = []
 
         def generate(turn: int, active: list[int]) -> list[str]:
@@ -76,7 +79,8 @@ class MultiTurnRollout:
                 rows[r].mask += [1] * len(new)
                 if logprobs is not None:
                     rows[r].logprobs = (rows[r].logprobs or []) + list(logprobs[i])
-                answers.append(tokenizer.decode(new, skip_special_tokens=True))
+                # An answer without an end token was cut at the length limit: its check knows.
+                answers.append(Completion(tokenizer.decode(new, skip_special_tokens=True), cut_at_limit(new, ends)))
             return answers
 
         stats = self.loop.run(talks, generate)

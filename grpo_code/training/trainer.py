@@ -151,9 +151,10 @@ class GrpoCodeTrainer(SeamTrainer):
 
     def _whole_program(self, row: int, partial_ids: list[int]) -> bool:
         """Whether a completion still being generated already holds its whole program."""
+        style = self.early.style if self.early is not None else (self.code_reward.style or "chat")
         return self.code_reward.verifier.whole(self.code_reward.verifier.task(self._batch_task_ids[row]),
                                                self.processing_class.decode(partial_ids, skip_special_tokens=True),
-                                               self.code_reward.style or "chat")
+                                               style)
 
     def _speculate(self, row: int, partial_ids: list[int]) -> None:
         """Start the program of a completion still being generated (its code block just closed)."""

@@ -62,13 +62,12 @@ class EarlyJobs:
         extraction = self.verifier.program(task, partial, self.style)
         if extraction.program is None or extraction.cut:
             return False
-        key = self.verifier.start(self.verifier.job(task, extraction.program))
-        if key is None:
-            return False
-        with self._lock:
-            self._speculative.add(key)
-            self.speculated += 1
-        return True
+        def launched(key: str) -> None:  # under the verifier's lock: no submission shares it unseen
+            with self._lock:
+                self._speculative.add(key)
+                self.speculated += 1
+
+        return self.verifier.start(self.verifier.job(task, extraction.program), launched) is not None
 
     def whole(self, task_id: str, partial: str) -> bool:
         return self.verifier.whole(self.verifier.task(task_id), partial, self.style)

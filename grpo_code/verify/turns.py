@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_code.generation.base import was_cut
 from grpo_code.tasks import feedback
 from grpo_code.verify.verifier import Check, CheckFailed, Verifier
 
@@ -49,7 +50,8 @@ class TurnStats:
 
 
 Generate = Callable[[int, list[int]], list[str]]
-"""``generate(turn, rows)``: one answer for each of ``rows`` (indices of conversations)."""
+"""``generate(turn, rows)``: one answer for each of ``rows`` (indices of conversations); an
+answer cut at the length limit is a :class:`~grpo_code.generation.base.Completion` that says so."""
 
 
 class TurnLoop:
@@ -67,8 +69,10 @@ class TurnLoop:
         self._checks: dict[int, Check] = {}
 
     def start_check(self, conversations: list[Conversation], row: int, answer: str) -> None:
-        """Check ``answer`` (the row's newest) now; reused if it is the answer the row keeps."""
-        self._checks[row] = self.verifier.check(conversations[row].task, answer)
+        """Check ``answer`` (the row's newest) now; reused if it is the answer the row keeps.
+        An answer that knows it was cut at the length limit (``Completion.cut``) is checked
+        as the truncation rule says."""
+        self._checks[row] = self.verifier.check(conversations[row].task, answer, was_cut(answer))
 
     def run(self, conversations: list[Conversation], generate: Generate) -> TurnStats:
         stats = TurnStats()
@@ -97,7 +101,8 @@ class TurnLoop:
         sandbox failed is left out (it stops), after ``on_check_error``."""
         for r in active:
             check = self._checks.get(r)
-            if check is None or check.answer != conversations[r].answers[-1]:
+            latest = conversations[r].answers[-1]
+            if check is None or check.answer != latest or check.truncated != was_cut(latest):
                 self.start_check(conversations, r, conversations[r].answers[-1])
         out: dict[int, str | None] = {}
         for r in active:

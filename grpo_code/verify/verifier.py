@@ -82,6 +82,8 @@ class Handle:
     future: Future[Result] | None
     source: str
     key: str | None = None
+    tests: int = 0
+    """How many tests the job runs (an infra error reports that many)."""
     submitted: float = field(default_factory=time.monotonic)
 
 
@@ -142,6 +144,7 @@ class Check:
     answer: str
     handle: Handle
     public: bool
+    truncated: bool = False
 
 
 class Verifier:
@@ -211,14 +214,16 @@ class Verifier:
             return self._count(Handle(task, extraction, None, "no_code"))
         if unfinished(extraction, truncated):
             return self._count(Handle(task, extraction, None, "unfinished"))
-        future, source, key = self.run(self.job(task, extraction.program, public))
-        return self._count(Handle(task, extraction, future, source, key))
+        job = self.job(task, extraction.program, public)
+        future, source, key = self.run(job)
+        return self._count(Handle(task, extraction, future, source, key, len(job.tests)))
 
     def record(self, task: Any, program: str) -> Handle:
         """Run ``program`` as the task's reference whose answers become the expected values
         (the reference oracle's record job; never stored: the oracle keeps its own cache)."""
         job = task.job(program, record=True)
-        return self._count(Handle(task, Extraction(program, "solution"), self.sandbox.submit(job), "executed"))
+        return self._count(Handle(task, Extraction(program, "solution"), self.sandbox.submit(job), "executed",
+                                  tests=len(job.tests)))
 
     def run(self, job: Job) -> tuple[Future[Result], str, str | None]:
         """A job's result through the store: (future, source, key)."""
@@ -236,8 +241,9 @@ class Verifier:
                 return running, "inflight", key
             return self._launch(key, job), "executed", key
 
-    def start(self, job: Job) -> str | None:
-        """Start ``job`` if no run of it is stored or running (speculation); its key, or ``None``."""
+    def start(self, job: Job, launched: Any = lambda key: None) -> str | None:
+        """Start ``job`` if no run of it is stored or running (speculation); its key, or ``None``.
+        ``launched(key)`` runs before any other submission can share the run."""
         if self.cache is None:
             return None
         key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
@@ -245,6 +251,7 @@ class Verifier:
             if key in self._inflight or self.cache.get(key) is not None:
                 return None
             self._launch(key, job)
+            launched(key)
         return key
 
     def _launch(self, key: str, job: Job) -> Future[Result]:
@@ -288,7 +295,7 @@ class Verifier:
         try:
             return handle.future.result(timeout=timeout)
         except SandboxError as exc:  # the sandbox went away under the job: its fault, not the program's
-            return Result.infra_error(len(handle.task.tests), f"{type(exc).__name__}: {exc}")
+            return Result.infra_error(handle.tests, f"{type(exc).__name__}: {exc}")
 
     def judged(self, handle: Handle, timeout: float | None = None) -> Judged:
         return Judged(handle.task.id, self.result(handle, timeout), handle.source, handle.extraction.how,
@@ -317,12 +324,13 @@ class Verifier:
 
     # ----------------------------------------------------------------- multi-turn feedback
 
-    def check(self, task: Any, answer: str) -> Check:
+    def check(self, task: Any, answer: str, truncated: bool = False) -> Check:
         """Start the check of a multi-turn answer (chat style): its program on the public
-        tests, or, for a task without any, on the task's tests."""
+        tests, or, for a task without any, on the task's tests. An unfinished answer (cut at
+        the length limit inside its program) is not run: it is told so."""
         public = bool(task.public_tests)
-        handle = self.submit_extraction(task, self.program(task, answer, "chat"), public=public)
-        return Check(task, answer, handle, public)
+        handle = self.submit_extraction(task, self.program(task, answer, "chat"), truncated, public=public)
+        return Check(task, answer, handle, public, truncated)
 
     def note(self, check: Check, template: str = feedback.DEFAULT_TEMPLATE) -> str | None:
         """The user turn for an answer that did not pass its check; ``None`` when there is
@@ -330,6 +338,8 @@ class Verifier:
         verdict = self.judged(check.handle)
         if verdict.source == "no_code":
             return feedback.feedback(check.task, None, template)
+        if verdict.source == "unfinished":
+            return feedback.feedback(check.task, feedback.unfinished(check.task), template)
         if verdict.masked:
             raise CheckFailed(verdict.error or "sandbox infrastructure error")
         if check.public:
