@@ -83,7 +83,8 @@ def test_settings_that_only_change_speed_keep_it() -> None:
 
 def test_every_sandbox_setting_is_classified() -> None:
     # A new SandboxConfig field fails here until someone decides whether it can change a verdict.
-    speed_or_keyed_elsewhere = {"backend", "workers", "image", "container_max_jobs", "ray"}
+    # url/token_file: where the http backend's server is; its fingerprint is the server's own.
+    speed_or_keyed_elsewhere = {"backend", "workers", "image", "container_max_jobs", "ray", "url", "token_file"}
     assert {f.name for f in dataclasses.fields(SandboxConfig)} == set(LIMIT_FIELDS) | speed_or_keyed_elsewhere
     assert set(LIMIT_FIELDS) == set(LIMITS)
 
