@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from conftest import free_port
 from grpo_code.config import SandboxConfig
-from grpo_code.errors import ConfigError, SandboxError
+from grpo_code.errors import GrpoCodeError, SandboxError
 from grpo_code.sandbox import Sandbox
 from grpo_code.serve import read_token
 from grpo_code.serve.app import ServeSettings, Service
@@ -162,12 +162,12 @@ def test_a_token_guards_every_endpoint_but_ping(sandbox, tmp_path: Path) -> None
     assert c.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
     ok = c.post("/run_code", json={"code": "print(1)"}, headers={"Authorization": f"Bearer {secret}"})
     assert ok.status_code == 200 and ok.json()["status"] == "Success"
-    with pytest.raises(ConfigError, match="not loopback"):
+    with pytest.raises(GrpoCodeError, match="not loopback"):
         read_token("0.0.0.0", None)
     assert read_token("127.0.0.1", None) is None and read_token("::1", None) is None
     short = tmp_path / "short"
     short.write_text("abc\n")
-    with pytest.raises(ConfigError, match="at least 16"):
+    with pytest.raises(GrpoCodeError, match="at least 16"):
         read_token("0.0.0.0", short)
     good = tmp_path / "good"
     good.write_text(secret + "\n")

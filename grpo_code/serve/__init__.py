@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grpo_code.errors import ConfigError, MissingFileError
+from grpo_code.errors import GrpoCodeError, MissingFileError
 
 
 def loopback(host: str) -> bool:
@@ -24,15 +24,15 @@ def read_token(host: str, token_file: Path | None) -> str | None:
     """The bearer token, required to bind anywhere but loopback."""
     if token_file is None:
         if not loopback(host):
-            raise ConfigError([f"--host {host} is not loopback: serving beyond this machine needs a bearer token "
-                               "(--token-file FILE)"])
+            raise GrpoCodeError(f"--host {host} is not loopback: serving beyond this machine needs a bearer token",
+                                "write a token into a file and pass --token-file FILE, or serve on 127.0.0.1")
         return None
     if not token_file.is_file():
         raise MissingFileError(f"token file {str(token_file)!r} not found", "write the token into it, one line")
     token = token_file.read_text().strip()
     if len(token) < 16:
-        raise ConfigError([f"the token in {token_file} is {len(token)} characters: use at least 16 "
-                           "(e.g. `python -c 'import secrets; print(secrets.token_hex(16))'`)"])
+        raise GrpoCodeError(f"the token in {token_file} is {len(token)} characters: use at least 16",
+                            "make one with: python -c 'import secrets; print(secrets.token_hex(16))'")
     return token
 
 
