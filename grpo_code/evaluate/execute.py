@@ -60,14 +60,14 @@ def execute(verifier: Verifier, samples: list[dict[str, Any]], results_path: Pat
         built = program_of(task, s)
         cut = unfinished(built, bool(s.get("truncated")))
         program_sha = "none" if built.program is None else ("unfinished:" if cut else "") + sha(built.program)
-        keyed.append((s, (s["task_id"], s["index"], program_sha, harness[task.language]), built))
+        keyed.append((s, (s["task_id"], s["index"], program_sha, harness[task.language]), task, built))
     pending = [item for item in keyed if item[1] not in done]
     hooks.start("execute", len(pending))
     appender = Appender(results_path)
     infra = 0
     try:
-        handles = [(s, key, verifier.submit_extraction(verifier.task(s["task_id"]), built, bool(s.get("truncated"))))
-                   for s, key, built in pending]
+        handles = [(s, key, verifier.submit_extraction(task, built, bool(s.get("truncated"))))
+                   for s, key, task, built in pending]
         for s, key, handle in handles:
             judged = verifier.judged(handle)
             hooks.advance("execute", 1)
@@ -91,7 +91,7 @@ def execute(verifier: Verifier, samples: list[dict[str, Any]], results_path: Pat
         raise EvalError(f"{infra} samples hit sandbox infrastructure errors and were not scored",
                         "rerun the same command to retry them (finished results are kept)")
     per_task: dict[str, list[dict]] = {}
-    for _, key, _ in keyed:
+    for _, key, _, _ in keyed:
         if key in done:
             per_task.setdefault(key[0], []).append(done[key])
     return per_task

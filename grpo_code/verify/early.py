@@ -7,8 +7,6 @@ as TRL hands them over. :class:`EarlyJobs` is all the trainer holds of scoring:
 - ``speculate(task_id, partial)``: a completion still being generated holds a closed code
   block; that program starts now (if the finished completion extracts the same program,
   that run is its run, counted as executed, not as a cache hit);
-- ``whole(task_id, partial)``: whether such a completion already holds its whole program
-  (``train.stop_after_code``);
 - ``discard()``: the batch is over; forget what was not claimed.
 
 The reward function ``claim``s each completion's early handle (or submits it then).
@@ -68,9 +66,6 @@ class EarlyJobs:
                 self.speculated += 1
 
         return self.verifier.start(self.verifier.job(task, extraction.program), launched) is not None
-
-    def whole(self, task_id: str, partial: str) -> bool:
-        return self.verifier.whole(self.verifier.task(task_id), partial, self.style)
 
     def claim(self, task: Any, completion: Any, style: str, truncated: bool = False) -> Handle:
         """The early handle of this completion if there is one, else a fresh submission."""
