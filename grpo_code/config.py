@@ -173,6 +173,10 @@ class RewardTestsConfig:
     unfinished and is not run (the verifier's one rule: eval counts it as not passed)."""
     max_masked_frac: float = field(default=0.5, metadata=bounds(0.0, 1.0))
     """A step where more than this share of rewards is masked (infra errors) fails."""
+    stop_at_first_failure: bool = False
+    """Stop a program's run at its first failing test (the rest count as not passed): faster
+    on suites with many tests per task, but the reward of a failing program is then the share
+    passed before its first failure, in suite order. ``all_or_nothing`` always stops."""
 
 
 @dataclass

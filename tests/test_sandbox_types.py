@@ -92,6 +92,7 @@ def test_verdict_and_status_values_are_the_documented_ones():
         "runtime_error",
         "compile_error",
         "output_limit",
+        "not_run",
     }
     assert {s.value for s in Status} == {"pass", "fail", "infra_error"}
 

@@ -112,7 +112,12 @@ def test_every_path_gives_the_same_verdict(tmp_path: Path) -> None:
 
     for path in (training, from_file, turn_one, checked):
         assert {k: v[0] for k, v in path.items()} == expected
-    assert from_file == training == turn_one == checked  # per-test verdicts too
+    # Per-test verdicts too: eval and tasks check ask only pass/fail, so their jobs stop at
+    # the first failing test; training's reward (the share passed) runs every test.
+    assert from_file == turn_one == checked
+    for task_id, (status, verdicts) in training.items():
+        first = next((i for i, v in enumerate(verdicts) if v != "pass"), len(verdicts))
+        assert from_file[task_id] == (status, verdicts[:first + 1] + ["not_run"] * (len(verdicts) - first - 1))
     assert training["v/timing_out"][1] == ["timeout"] * 3
     summary = report.summary()["file"]
     assert summary["failed"] == ["v/cut", "v/failing", "v/no_code", "v/timing_out"]

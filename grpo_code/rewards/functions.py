@@ -162,9 +162,11 @@ def _log(kwargs: dict[str, Any], metrics: dict[str, float], scored: list[Scored]
 def reward_verifier(config: RewardsConfig, sandbox: Any, tasks: Any, extract: str = "last",
                     image_id: str | None = None) -> Verifier:
     """The verifier of a training run: its store is ``rewards.cache`` (memory, and the sqlite
-    file of ``rewards.cache_path``), or none when the cache is off."""
+    file of ``rewards.cache_path``), or none when the cache is off. Jobs stop at their first
+    failing test where the reward needs only pass/fail (``all_or_nothing``) or the config asks."""
     cache = RewardCache(config.cache_size, config.cache_path) if config.cache else None
-    return Verifier(tasks, sandbox, extract=extract, cache=cache, image_id=image_id)
+    stop = config.tests.stop_at_first_failure or config.tests.mode == "all_or_nothing"
+    return Verifier(tasks, sandbox, extract=extract, cache=cache, image_id=image_id, stop_on_failure=stop)
 
 
 def build_reward_funcs(config: RewardsConfig, verifier: Verifier, style: str | None = None,

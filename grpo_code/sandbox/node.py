@@ -20,11 +20,12 @@ from typing import Any
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import docker_backend, engine, local_backend
+from grpo_code.sandbox.executor.calls import NOT_RUN_MESSAGE
 from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.image import default_image
 from grpo_code.sandbox.languages import COMPILED
 from grpo_code.sandbox.pool import WorkerPool, shutdown_all
-from grpo_code.sandbox.types import Job, Result, Status
+from grpo_code.sandbox.types import Job, Result, Status, TestResult, Verdict
 from grpo_code.sandbox.wire import split_wire, wire_for
 
 BACKENDS = ("auto", "docker", "local", "ray", "http")
@@ -158,17 +159,23 @@ class NodeSandbox:
         if isinstance(parts, str):
             return Result.infra_error(len(job.tests), parts)
         results = []
+        sent = 0
         for part in parts:
             result, error = pool.run(part)
             if result is None:
                 elapsed = round((time.monotonic() - start) * 1000, 3)
                 return Result.infra_error(len(job.tests), error or "unknown sandbox failure", elapsed)
             results.append(result)
+            sent += len(part["tests"])
+            if job.stop_on_failure and result.get("status") != "pass":
+                break  # the later parts are not sent (their expected values stay here) nor run
         elapsed = round((time.monotonic() - start) * 1000, 3)
         try:
             tests = tuple(t for r in results for t in Result.from_dict(r).tests)
         except (KeyError, ValueError, TypeError) as exc:
             return Result.infra_error(len(job.tests), f"malformed result from the executor: {exc}", elapsed)
+        if len(tests) == sent < len(job.tests):
+            tests += (TestResult(Verdict.NOT_RUN, message=NOT_RUN_MESSAGE),) * (len(job.tests) - sent)
         if len(tests) != len(job.tests) or any(r.get("total") != len(r.get("tests", ())) for r in results):
             return Result.infra_error(
                 len(job.tests), "the executor returned the wrong number of tests", elapsed

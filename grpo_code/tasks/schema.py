@@ -14,11 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.errors import SandboxError, SuiteError
-from grpo_code.sandbox.types import LANGUAGES, Job, Limits, LimitsError, TestCase, testcase_from_dict
+from grpo_code.sandbox.types import (
+    ISOLATION,
+    LANGUAGES,
+    Job,
+    Limits,
+    LimitsError,
+    TestCase,
+    testcase_from_dict,
+)
 
 MODES = ("complete", "instruct")
 FIELDS = ("id", "prompt", "language", "tests", "public_tests", "mode", "entry_point", "reference", "checkers", "limits",
-          "metadata", "helpers")
+          "metadata", "helpers", "isolation")
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,9 @@ class Task:
     """Python source of names the prompt defines and the tests call (HumanEval's
     ``encode_cyclic``, ``poly``): the judge runs it before each script test, so the tests use
     the task's definitions, never the program's (docs/tasks.md, Helpers)."""
+    isolation: str = "job"
+    """Python ``call`` tests: ``job`` runs them in one program process, one after another;
+    ``test`` gives each its own (docs/sandbox.md, Isolation)."""
 
     @property
     def hidden_tests(self) -> tuple[TestCase, ...]:
@@ -62,10 +73,10 @@ class Task:
         """Some test's expected value is to come from the reference (docs/tasks.md, Reference oracles)."""
         return any(not getattr(t, "has_expected", True) for t in self.tests) and self.reference is not None
 
-    def job(self, program: str, record: bool = False, public: bool = False) -> Job:
+    def job(self, program: str, record: bool = False, public: bool = False, stop_on_failure: bool = False) -> Job:
         """The sandbox job that runs ``program`` against this task's tests (``record``: as
         the reference whose answers become the expected values; ``public``: against its
-        public tests, the multi-turn check)."""
+        public tests, the multi-turn check; ``stop_on_failure``: only pass/fail is asked)."""
         if self.needs_oracle and not record and not public:
             raise SuiteError(f"task {self.id!r}: expected values not computed from its reference yet",
                              "resolve the suite first (grpo_code.tasks.oracle.resolve)")
@@ -73,7 +84,8 @@ class Task:
         return Job(program=program, tests=tests, language=self.language, limits=self.limits,
                    entry_point=self.entry_point if self.language == "python" else None,
                    checkers=self.checkers, record=record,
-                   helpers=self.helpers if self.language == "python" else None)
+                   helpers=self.helpers if self.language == "python" else None,
+                   isolation=self.isolation, stop_on_failure=stop_on_failure and not record)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -96,6 +108,8 @@ class Task:
             out["checkers"] = self.checkers
         if self.helpers:
             out["helpers"] = self.helpers
+        if self.isolation != "job":
+            out["isolation"] = self.isolation
         if self.metadata:
             out["metadata"] = self.metadata
         return out
@@ -137,6 +151,9 @@ def task_from_dict(
             raise bad(key, "must be a string")
     if data.get("helpers") and language != "python":
         raise bad("helpers", "are Python source the judge runs; only Python tasks have them")
+    isolation = data.get("isolation", "job")
+    if isolation not in ISOLATION:
+        raise bad("isolation", f"{isolation!r} is not one of {', '.join(ISOLATION)}")
     tests_raw = data.get("tests")
     if tests_raw is None:
         raise bad("tests", "missing")
@@ -181,6 +198,7 @@ def task_from_dict(
         checkers=checkers,
         public_tests=public,
         helpers=data.get("helpers") or None,
+        isolation=isolation,
     )
 
 

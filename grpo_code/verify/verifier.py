@@ -151,8 +151,11 @@ class Verifier:
     """Judges (task, answer) pairs through the sandbox and the verdict store. Thread-safe."""
 
     def __init__(self, tasks: Any, sandbox: Any, extract: str = "last", cache: RewardCache | None = None,
-                 image_id: str | None = None):
+                 image_id: str | None = None, stop_on_failure: bool = False):
         self.tasks = task_index(tasks)
+        self.stop_on_failure = stop_on_failure
+        """Only pass/fail is asked (eval's pass@k, ``tasks check``, an all-or-nothing reward):
+        a job stops at its first failing test and the rest are ``not_run``."""
         self.sandbox = sandbox
         self.extract = extract
         self.cache = cache
@@ -193,10 +196,9 @@ class Verifier:
             return Extraction(sample["solution"], "solution")
         return program_from_completion(task, sample["completion"], self.extract)
 
-    @staticmethod
-    def job(task: Any, program: str, public: bool = False) -> Job:
+    def job(self, task: Any, program: str, public: bool = False) -> Job:
         """The job that runs ``program`` on the task's tests (``public``: its public ones)."""
-        return task.job(program, public=public)
+        return task.job(program, public=public, stop_on_failure=self.stop_on_failure)
 
     # ----------------------------------------------------------------- running
 

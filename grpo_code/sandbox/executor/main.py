@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 
-from . import native, pyjob, spawn, verdict
+from . import calls, native, pyjob, spawn, verdict
 from .confine import PR_SET_DUMPABLE, prctl
 from .runners import RUNNERS
 from .zygote import Zygote
@@ -156,9 +156,7 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
     tests = []
     try:
         if runner.in_process:
-            for test in job["tests"]:
-                result = pyjob.run_python_test(job, test, zygote)
-                tests.append(result)
+            tests = calls.run_tests(job, zygote)
         else:
             if any(t.get("checker") for t in job["tests"]):
                 pyjob.JUDGE.get()  # started before the tests, so that their cleanup spares it

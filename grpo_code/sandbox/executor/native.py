@@ -18,7 +18,7 @@ import shutil
 import signal
 import time
 
-from . import budget, pyjob, spawn, verdict
+from . import budget, calls, pyjob, spawn, verdict
 from .confine import confine, first_to_go, prepare_seccomp
 from .pychild import EXIT_HARNESS, MIB, REPORT_LIMIT, default_signals, place_fds, set_limits
 
@@ -180,12 +180,16 @@ def run_with_runner(runner, job: dict) -> list[dict]:
             if _type(launch) is str:
                 results.append({"verdict": "compile_error", "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "",
                                 "stderr": "", "message": launch})
+                if job.get("stop_on_failure"):
+                    break
                 continue
             result = run_native_test(job, test, nonce, launch, runner)
             pyjob.JUDGE.resume()
             # The asserts of a native script test run next to the program (no judge).
             result["attested"] = test["kind"] != "script"
             results.append(result)
+            if job.get("stop_on_failure") and result["verdict"] != "pass":
+                break
     finally:
         runner.release(state)
-    return results
+    return results + [calls.not_run() for _ in job["tests"][len(results):]]

@@ -10,6 +10,8 @@ fork. Everything it sends out is either a plain value, judged elsewhere, or outp
   stdout.
 * ``call``: the program runs as a module (``__name__ == "solution"``), the function is
   called, and the return value is reported as a value (``codec.py``) on fd 3.
+* ``calls``: the program runs as a module once, then the job's ``call`` tests come one
+  after another over fd 4, each answered like a ``call`` (``executor/calls.py``).
 * ``script``: the program runs as a module, then this process serves the judge
   (``judge.py``) over fd 4: it calls the program's functions with the arguments the judge
   sends, and answers with values, handles for objects that are not data, or the
@@ -80,11 +82,12 @@ def default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def set_limits(limits: dict, cpu_s: int | None = None) -> None:
-    """CPU time, core dumps and file size; the address space is set by the caller last."""
+def set_limits(limits: dict, cpu_s: int | None = None, hard: int | None = None) -> None:
+    """CPU time, core dumps and file size; the address space is set by the caller last.
+    ``hard``: the CPU-time hard limit (default: a second past the soft one)."""
     if cpu_s is None:
         cpu_s = int(math.ceil(float(limits["timeout_s"]))) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1 if hard is None else hard))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     fsize = int(limits.get("file_size_mb", 16)) * MIB
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
@@ -113,7 +116,7 @@ def program_main(fds: list[int]) -> None:
         request = marshal.loads(_read_all(fds[0]))
         os.close(fds[0])
         limits = request["limits"]
-        set_limits(limits)
+        set_limits(limits, hard=resource.RLIM_INFINITY if request["kind"] == "calls" else None)
         place_fds(fds[1:])
         nofile = int(limits.get("nofile", 64))
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
@@ -193,19 +196,10 @@ def _run(request: dict) -> int:
         if kind == "script":
             _flush()
             return _serve(module.__dict__)
-        fn = module.__dict__.get(request["fn"])
-        if fn is None:
-            return done({"event": "runtime_error", "message": f"function {request['fn']!r} is not defined"})
-        args = codec.from_tree(request["args"], plain_objects=True)
-        kwargs = codec.from_tree(request["kwargs"], plain_objects=True)
-        value = fn(*args, **kwargs)
-        try:
-            tree = codec.to_tree(value)
-        except codec.TooLarge as exc:
-            return done({"event": "too_large", "message": str(exc)})
-        except codec.CodecError as exc:
-            return done({"event": "not_plain", "message": str(exc)})
-        return done({"event": "returned", "value": tree})
+        if kind == "calls":
+            return _serve_calls(module.__dict__, request["limits"], done)
+        payload, code = _call(module.__dict__, request)
+        return done(payload, code)
     except SystemExit as exc:
         status = exc.code
         if kind == "io" and (status is None or status == 0):
@@ -215,6 +209,63 @@ def _run(request: dict) -> int:
         return done({"event": "memory"}, EXIT_MEMORY)
     except BaseException:
         return done({"event": "runtime_error", "message": tail()}, 1)
+
+
+def _call(namespace: dict, request: dict) -> tuple[dict, int]:
+    """One ``call``: the function with fresh arguments (decoded from the request each time,
+    so a call that mutates them changes nothing the next call sees); the report and the
+    exit status a process that ends here would have."""
+    try:
+        fn = namespace.get(request["fn"])
+        if fn is None:
+            return {"event": "runtime_error", "message": f"function {request['fn']!r} is not defined"}, 0
+        args = codec.from_tree(request["args"], plain_objects=True)
+        kwargs = codec.from_tree(request.get("kwargs", {}), plain_objects=True)
+        value = fn(*args, **kwargs)
+        try:
+            tree = codec.to_tree(value)
+        except codec.TooLarge as exc:
+            return {"event": "too_large", "message": str(exc)}, 0
+        except codec.CodecError as exc:
+            return {"event": "not_plain", "message": str(exc)}, 0
+        return {"event": "returned", "value": tree}, 0
+    except SystemExit as exc:
+        return {"event": "system_exit", "message": f"SystemExit({exc.code!r}) raised before the test completed"}, 1
+    except MemoryError:
+        return {"event": "memory"}, EXIT_MEMORY
+    except BaseException:
+        return {"event": "runtime_error", "message": tail()}, 1
+
+
+def _serve_calls(namespace: dict, limits: dict, done) -> int:
+    """A job's ``call`` tests, one after another in this process (``executor/calls.py``):
+    each request is a memory file passed over fd 4 holding the function, the arguments and
+    the test's sequence number; each answer is one report line that repeats the number. The
+    CPU-time limit moves with each call (the executor's watcher is what enforces a test's
+    limit; this is its backstop). A ``MemoryError`` ends the process: the next test gets a
+    new one."""
+    import socket
+
+    step = int(math.ceil(float(limits["timeout_s"]))) + 1
+    channel = socket.socket(fileno=CHANNEL_FD)
+    done({"event": "loaded"})
+    while True:
+        try:
+            header, fds = protocol.recv_fds(channel, 1)
+        except (OSError, ValueError):
+            return 0
+        if header is None or len(fds) != 1:
+            return 0
+        request = marshal.loads(_read_all(fds[0]))
+        os.close(fds[0])
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(used.ru_utime + used.ru_stime) + step
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+        payload, code = _call(namespace, request)
+        payload["seq"] = request["seq"]
+        done(payload)
+        if code == EXIT_MEMORY:
+            return code
 
 
 # --------------------------------------------------------------------------- serving the judge

@@ -1,0 +1,160 @@
+"""A job's ``call`` tests in one program process (``executor/calls.py``).
+
+Each test keeps its own verdict, limits and output; a test that ends the process does not
+take the next one with it; a program that does not load fails every test the same way;
+nothing a program writes on its report channel turns into a pass it did not earn or into
+an ``infra_error``; ``isolation: test`` still gives each test a process; and a job that
+stops at its first failure reports the rest as ``not_run`` (on the host too, for a job
+sent in parts).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import need_image
+from grpo_code.config import SandboxConfig
+from grpo_code.sandbox import CallTest, Job, Limits, Sandbox, ScriptTest, Status, Verdict
+from grpo_code.sandbox.wire import split_wire, wire_for
+
+FAST = Limits(timeout_s=1.0, memory_mb=256)
+
+COUNTER = (
+    "calls = 0\n"
+    "def f(x):\n"
+    "    global calls\n"
+    "    calls += 1\n"
+    "    print('call', calls)\n"
+    "    if x == 'raise':\n"
+    "        raise ValueError('asked to')\n"
+    "    if x == 'spin':\n"
+    "        while True:\n"
+    "            pass\n"
+    "    if x == 'exit':\n"
+    "        import os\n"
+    "        os._exit(3)\n"
+    "    if x == 'memory':\n"
+    "        raise MemoryError\n"
+    "    return calls\n"
+)
+
+
+@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox(request):
+    if request.param == "docker":
+        request.getfixturevalue("docker_ready")
+        need_image("python")
+    sb = Sandbox(SandboxConfig(backend=request.param, workers=1, timeout_s=5.0, memory_mb=256))
+    yield sb
+    sb.close()
+
+
+def calls(*args, expected=None) -> tuple[CallTest, ...]:
+    return tuple(CallTest("f", (a,), expected[i] if expected else 0) for i, a in enumerate(args))
+
+
+def verdicts(result) -> list[str]:
+    return [t.verdict.value for t in result.tests]
+
+
+def test_call_tests_share_one_process_and_each_keeps_its_own_verdict(sandbox):
+    tests = calls(1, 2, "raise", 4, "spin", 6, "exit", 8, "memory", 10, expected=[1, 2, 0, 4, 0, 1, 0, 1, 0, 1])
+    [result] = sandbox.run([Job(COUNTER, tests, limits=FAST)])
+    assert verdicts(result) == ["pass", "pass", "runtime_error", "pass", "timeout", "pass", "runtime_error",
+                                "pass", "memory", "pass"], result
+    # One process until a test ends it: the count goes on after an exception, starts over
+    # after a timeout, an exit or a MemoryError.
+    assert [t.stdout for t in result.tests[:4]] == ["call 1\n", "call 2\n", "call 3\n", "call 4\n"]
+    assert result.tests[5].stdout == "call 1\n" and result.tests[7].stdout == "call 1\n"
+    assert "ValueError: asked to" in result.tests[2].message
+    assert result.tests[4].cpu_ms >= 900
+
+
+def test_isolation_test_gives_each_test_a_new_process(sandbox):
+    [result] = sandbox.run([Job(COUNTER, calls(1, 1, 1, expected=[1, 1, 1]), limits=FAST, isolation="test")])
+    assert result.status is Status.PASS, result
+
+
+def test_each_call_gets_fresh_arguments(sandbox):
+    program = "def f(xs):\n    xs.append(len(xs))\n    return xs\n"
+    tests = tuple(CallTest("f", ([1],), [1, 1]) for _ in range(3))
+    [result] = sandbox.run([Job(program, tests, limits=FAST)])
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("program, verdict", [
+    ("def f(x:\n    pass\n", Verdict.COMPILE_ERROR),
+    ("raise ValueError('at import')\ndef f(x):\n    return x\n", Verdict.RUNTIME_ERROR),
+    ("while True:\n    pass\n", Verdict.TIMEOUT),
+    ("import sys\nsys.exit(0)\n", Verdict.FAIL),
+])
+def test_a_program_that_does_not_load_fails_every_call_test_alike(sandbox, program, verdict):
+    [result] = sandbox.run([Job(program, calls(1, 2, 3), limits=FAST)])
+    assert result.status is Status.FAIL
+    assert {t.verdict for t in result.tests} == {verdict}, result
+    assert all("did not load" in t.message for t in result.tests[1:])
+
+
+FORGERS = {
+    # an answer written while the program loads, before any test asked
+    "an answer at import": "import os\nos.write(3, b'{\"event\": \"returned\", \"value\": 1}\\n')\n"
+                           "def f(x):\n    return 0\n",
+    # an answer for the next test written ahead of its request
+    "an answer ahead of its turn": "import os\ndef f(x):\n"
+                                   "    os.write(3, b'{\"event\": \"returned\", \"value\": 1, \"seq\": 99}\\n')\n"
+                                   "    return 1\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERS))
+def test_answers_the_harness_did_not_ask_for_fail(sandbox, name):
+    [result] = sandbox.run([Job(FORGERS[name], calls(1, 2, 3, expected=[1, 1, 1]), limits=FAST)])
+    assert result.status is Status.FAIL, result
+    assert Verdict.PASS not in {t.verdict for t in result.tests[1:]}, result
+
+
+@pytest.mark.parametrize("sabotage, status", [
+    ("import os\nos.close(4)\n", Status.FAIL),  # the channel the tests come on
+    ("import os\nos.close(3)\n", Status.FAIL),  # the channel answers go on
+    # the zygote: the program's process goes on (re-parented) and its answers are right
+    ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", Status.PASS),
+])
+def test_a_program_that_breaks_its_channels_fails_it_is_never_an_infra_error(sandbox, sabotage, status):
+    program = "def f(x):\n    if x == 2:\n" + "".join("        " + line + "\n" for line in sabotage.splitlines()) + \
+              "    return x\n"
+    [result] = sandbox.run([Job(program, calls(1, 2, 3, 4, expected=[1, 2, 3, 4]), limits=FAST)])
+    assert result.status is status, result
+    assert result.tests[0].verdict is Verdict.PASS
+    [after] = sandbox.run([Job(COUNTER, calls(1, 2, expected=[1, 2]), limits=FAST)])
+    assert after.status is Status.PASS, after
+
+
+def test_checkers_record_jobs_and_mixed_kinds_keep_their_order(sandbox):
+    checker = "def check(args, expected, output):\n    return output == args[0] * 2\n"
+    program = "def f(x):\n    return 2 * x\n"
+    tests = (CallTest("f", (1,), 2), ScriptTest("assert f(2) == 4"), CallTest("f", (3,), None, checker="double"),
+             CallTest("f", (4,), 9))
+    [result] = sandbox.run([Job(program, tests, limits=FAST, checkers={"double": checker})])
+    assert verdicts(result) == ["pass", "pass", "pass", "fail"], result
+    from grpo_code.sandbox.types import NO_VALUE
+    record = Job(program, tuple(CallTest("f", (i,), NO_VALUE) for i in range(3)), limits=FAST, record=True)
+    [recorded] = sandbox.run([record])
+    assert [t.value for t in recorded.tests] == [0, 2, 4], recorded
+
+
+def test_stop_on_failure_leaves_the_rest_not_run(sandbox):
+    tests = calls(1, 2, 3, expected=[1, 5, 3])
+    [result] = sandbox.run([Job(COUNTER, tests, limits=FAST, stop_on_failure=True)])
+    assert verdicts(result) == ["pass", "fail", "not_run"]
+    assert (result.passed, result.total, result.not_run) == (1, 3, 1)
+    assert result.first_failure()[0] == 1
+
+
+def test_stop_on_failure_sends_no_later_part(sandbox):
+    big = "x" * (6 * 1024 * 1024)
+    program = "def f(i):\n    return 'x' * (6 * 1024 * 1024) if i else 'y'\n"
+    job = Job(program, tuple(CallTest("f", (i,), big) for i in range(4)), limits=FAST, stop_on_failure=True)
+    assert len(split_wire(wire_for(job, sandbox.config))) > 1
+    [result] = sandbox.run([job])
+    assert verdicts(result) == ["fail", "not_run", "not_run", "not_run"], result
+    assert result.not_run == 3
