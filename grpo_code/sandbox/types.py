@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox.executor import codec
@@ -246,6 +247,47 @@ def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
                     compare=compare, **checking)
 
 
+class EncodedTests(NamedTuple):
+    """A job's tests as the wire carries them, encoded once: a task's jobs share its copy, so
+    a suite with hundreds of tests (and large expected values) per task is not written out
+    again for every program (``Task.job``)."""
+
+    dicts: list[dict[str, Any]]
+    texts: list[str]
+    """Each test as the executor receives it (``json.dumps``, with ``expected_sha256`` for a
+    large expected value)."""
+    text: str
+    """The list of them."""
+    digest: str
+    """sha256 of ``text``: what a store key says of the tests."""
+
+    def part(self, start: int, end: int) -> EncodedTests:
+        """Tests ``start:end`` (a job sent in parts); its digest is left empty."""
+        texts = self.texts[start:end]
+        return EncodedTests(self.dicts[start:end], texts, "[" + ", ".join(texts) + "]", "")
+
+
+EXPECTED_DIGEST_BYTES = 32 * 1024
+"""A call test whose expected value's JSON is longer also carries its sha256
+(``expected_sha256``): an answer written exactly so passes on the digest, in the executor,
+without the value being written out again or decoded (``executor/calls.py``)."""
+
+
+def _with_digest(test: dict[str, Any]) -> dict[str, Any]:
+    if test.get("kind") == "call" and "expected" in test and not test.get("checker"):
+        text = json.dumps(test["expected"])
+        if len(text) > EXPECTED_DIGEST_BYTES:
+            return {**test, "expected_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return test
+
+
+def encode_tests(tests: tuple[TestCase, ...]) -> EncodedTests:
+    dicts = [t.to_dict() for t in tests]
+    texts = [json.dumps(_with_digest(d)) for d in dicts]
+    text = "[" + ", ".join(texts) + "]"
+    return EncodedTests(dicts, texts, text, hashlib.sha256(text.encode()).hexdigest())
+
+
 ISOLATION = ("job", "test")
 """How a Python job's ``call`` tests share program processes (:attr:`Job.isolation`)."""
 
@@ -314,11 +356,21 @@ class Job:
                     f"is a call test, which {self.language} does not support (use script or io tests)",
                 )
 
+    @cached_property
+    def encoded_tests(self) -> EncodedTests:
+        """The tests as the wire carries them (computed once; a task's jobs share its copy)."""
+        return encode_tests(self.tests)
+
+    def sharing(self, encoded: EncodedTests) -> Job:
+        """This job, with ``encoded`` (its tests, encoded elsewhere: by the task) as its own."""
+        self.__dict__["encoded_tests"] = encoded
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "language": self.language,
             "program": self.program,
-            "tests": [t.to_dict() for t in self.tests],
+            "tests": self.encoded_tests.dicts,
         }
         limits = self.limits.to_dict()
         if limits:

@@ -25,6 +25,30 @@ MAX_TEST_BYTES = 48 * 1024 * 1024
 """The largest one test may be; the containers' memory allows for a part this large."""
 
 
+class Wire(dict):
+    """A wire job (a plain dict on the wire) that keeps its job's tests encoded once
+    (:attr:`Job.encoded_tests`), so sending it writes them out as they are."""
+
+    encoded: Any = None
+
+    def size(self) -> int:
+        """Length of its JSON."""
+        if self.encoded is not None and self.get("tests") is self.encoded.dicts:
+            return len(json.dumps({**self, "tests": []})) - 2 + len(self.encoded.text)
+        return len(json.dumps(self))
+
+
+def encode_message(mid: int, message: dict[str, Any]) -> bytes:
+    """One JSON line to the executor; a :class:`Wire` job's tests go in as already encoded."""
+    job = message.get("job")
+    if isinstance(job, Wire) and job.encoded is not None and job.get("tests") is job.encoded.dicts:
+        rest = {k: v for k, v in job.items() if k != "tests"}
+        rest["tests"] = 0  # last in the job, and the job last in the message: the 0 ends the text
+        head = json.dumps({"id": mid, **{k: v for k, v in message.items() if k != "job"}, "job": rest})
+        return (head[:-3] + job.encoded.text + "}}\n").encode()
+    return (json.dumps({"id": mid, **message}) + "\n").encode()
+
+
 def wire_job(
     job: Job,
     timeout_s: float,
@@ -35,7 +59,8 @@ def wire_job(
     compile_memory_mb: int = 1024,
 ) -> dict[str, Any]:
     """The job as the executor receives it: limits resolved against the config."""
-    out = job.to_dict()
+    out = Wire(job.to_dict())
+    out.encoded = job.encoded_tests
     out["limits"] = {
         "timeout_s": job.limits.timeout_s if job.limits.timeout_s is not None else timeout_s,
         "memory_mb": job.limits.memory_mb if job.limits.memory_mb is not None else memory_mb,
@@ -57,23 +82,33 @@ def wire_for(job: Job, config: Any) -> dict[str, Any]:
 def split_wire(wire: dict[str, Any], part_bytes: int = JOB_PART_BYTES) -> list[dict[str, Any]] | str:
     """The wire job as parts of at most ``part_bytes`` of JSON (usually one part: itself),
     or a message when one test alone is over :data:`MAX_TEST_BYTES`."""
-    if len(json.dumps(wire)) <= part_bytes:
+    encoded = wire.encoded if isinstance(wire, Wire) and wire.get("tests") is getattr(wire.encoded, "dicts", 0) \
+        else None
+    if (wire.size() if encoded is not None else len(json.dumps(wire))) <= part_bytes:
         return [wire]
     base = len(json.dumps({**wire, "tests": []}))
-    parts: list[dict[str, Any]] = []
-    chunk: list[dict[str, Any]] = []
-    size = base
-    for i, test in enumerate(wire["tests"]):
-        n = len(json.dumps(test)) + 2
+    sizes = [len(t) for t in encoded.texts] if encoded is not None else [len(json.dumps(t)) for t in wire["tests"]]
+    bounds: list[tuple[int, int]] = []
+    first, size = 0, base
+    for i, n in enumerate(sizes):
+        n += 2
         if n > MAX_TEST_BYTES:
             return (f"test {i} is {n / 2**20:.1f} MiB of JSON, over the {MAX_TEST_BYTES >> 20} MiB limit of one test "
                     "(docs/sandbox.md, Values)")
-        if chunk and size + n > part_bytes:
-            parts.append({**wire, "tests": chunk})
-            chunk, size = [], base
-        chunk.append(test)
+        if i > first and size + n > part_bytes:
+            bounds.append((first, i))
+            first, size = i, base
         size += n
-    parts.append({**wire, "tests": chunk})
+    bounds.append((first, len(sizes)))
+    parts: list[dict[str, Any]] = []
+    for start, end in bounds:
+        if encoded is None:
+            parts.append({**wire, "tests": wire["tests"][start:end]})
+            continue
+        part = Wire({**wire})
+        part.encoded = encoded.part(start, end)
+        part["tests"] = part.encoded.dicts
+        parts.append(part)
     return parts
 
 

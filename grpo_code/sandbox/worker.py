@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from grpo_code.sandbox.wire import encode_message
+
 
 class WorkerLost(Exception):
     """The executor died, hung or broke the protocol; the job did not get a verdict."""
@@ -131,7 +133,7 @@ class Worker:
             raise WorkerLost("worker already destroyed")
         self._next_id += 1
         mid = self._next_id
-        view = memoryview((json.dumps({"id": mid, **message}) + "\n").encode())
+        view = memoryview(encode_message(mid, message))
         try:
             while view:
                 view = view[os.write(self._write_fd, view) :]

@@ -11,16 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from grpo_code.errors import SandboxError, SuiteError
 from grpo_code.sandbox.types import (
     ISOLATION,
     LANGUAGES,
+    EncodedTests,
     Job,
     Limits,
     LimitsError,
     TestCase,
+    encode_tests,
     testcase_from_dict,
 )
 
@@ -81,11 +84,17 @@ class Task:
             raise SuiteError(f"task {self.id!r}: expected values not computed from its reference yet",
                              "resolve the suite first (grpo_code.tasks.oracle.resolve)")
         tests = self.public_tests if public else self.tests
-        return Job(program=program, tests=tests, language=self.language, limits=self.limits,
+        job = Job(program=program, tests=tests, language=self.language, limits=self.limits,
                    entry_point=self.entry_point if self.language == "python" else None,
                    checkers=self.checkers, record=record,
                    helpers=self.helpers if self.language == "python" else None,
                    isolation=self.isolation, stop_on_failure=stop_on_failure and not record)
+        return job if public else job.sharing(self.encoded_tests)
+
+    @cached_property
+    def encoded_tests(self) -> EncodedTests:
+        """The tests as every job of this task sends them, encoded once."""
+        return encode_tests(self.tests)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,6 +124,10 @@ class Task:
         return out
 
     def content_hash(self) -> str:
+        return self._content_hash
+
+    @cached_property
+    def _content_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
 

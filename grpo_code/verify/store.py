@@ -29,19 +29,18 @@ from grpo_code.errors import RewardError
 from grpo_code.sandbox.types import Job, Result, Status
 from grpo_code.sandbox.wire import wire_for
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def cache_key(job: Job, sandbox: SandboxConfig, fingerprint: str) -> str:
     """Content address of a job's result: limits resolved against the sandbox config, and the
-    sandbox's ``fingerprint`` for the job's language (``Sandbox.fingerprint``)."""
+    sandbox's ``fingerprint`` for the job's language (``Sandbox.fingerprint``). The tests enter
+    by their digest (computed once per task), everything else the job says as it is."""
     wire = wire_for(job, sandbox)
     payload = {
         "v": SCHEMA_VERSION,
-        "language": wire["language"],
-        "program": wire["program"],
-        "tests": wire["tests"],
-        "limits": wire["limits"],
+        **{k: v for k, v in wire.items() if k != "tests"},
+        "tests": job.encoded_tests.digest,
         "sandbox": fingerprint,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

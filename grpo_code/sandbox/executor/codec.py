@@ -103,6 +103,10 @@ def to_tree(value, handles=None, _depth=0, _budget=None):
     if t is int:
         return value if -_BIG < value < _BIG else {"$i": hex(value)}
     d = _depth + 1
+    if t is list or t is tuple:
+        flat = _flat(value, t, _budget)
+        if flat is not None:
+            return flat if t is list else {"$t": flat}
     if t is list:
         return [to_tree(v, handles, d, _budget) for v in list.__iter__(value)]
     if t is tuple:
@@ -130,6 +134,28 @@ def to_tree(value, handles=None, _depth=0, _budget=None):
     if handles is not None:
         return handles.add(value)
     raise CodecError(f"a {_describe(t)} is not a plain value")
+
+
+_FLAT = frozenset((str, float, bool, type(None)))
+
+
+def _flat(value, t, budget) -> list | None:
+    """A list or tuple of plain scalars (str, float, bool, None, ints below 2**62) as its
+    tree, found at C speed (a HumanEval+ answer of a million numbers costs milliseconds,
+    not a second); None when an item needs the general path."""
+    items = list.__iter__(value) if t is list else tuple.__iter__(value)
+    kinds = set(map(_type, items))
+    if not kinds <= _FLAT | {int}:
+        return None
+    n = list.__len__(value) if t is list else tuple.__len__(value)
+    if int in kinds:
+        ints = value if kinds == {int} else [x for x in value if _type(x) is int]
+        if ints and not (-_BIG < min(ints) and max(ints) < _BIG):
+            return None
+    budget[0] -= n
+    if budget[0] < 0:
+        raise TooLarge(f"value too large: over the limit of {MAX_ITEMS} items (docs/sandbox.md, Values)")
+    return list(value)
 
 
 def _describe(t) -> str:

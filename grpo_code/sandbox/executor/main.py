@@ -240,9 +240,9 @@ def main(argv: list[str], entry: str) -> int:
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
 
     def send(msg: dict) -> None:
-        data = (json.dumps(msg) + "\n").encode()
+        data = memoryview((json.dumps(msg) + "\n").encode())
         while data:
-            data = data[os.write(chan_out, data):]
+            data = data[os.write(chan_out, data):]  # a view: no copy of the rest per write
 
     send({"ready": True, "protocol": PROTOCOL, "python": sys.version.split()[0], "pid": os.getpid(), **hardening})
     for line in reader:
