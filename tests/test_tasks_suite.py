@@ -320,3 +320,20 @@ def test_oracle_tests_need_a_reference_and_fill_from_it(tmp_path: Path, tmp_cach
         assert list(oracle.oracle_dir().glob("*.json.gz"))  # cached: the next resolve runs nothing
         again, _ = oracle.resolve(suite, sandbox)
         assert again.tasks[0] == task
+
+
+def test_isolation_and_stop_on_failure_reach_the_job() -> None:
+    from grpo_code.tasks.schema import task_from_dict
+
+    record = {"id": "t", "prompt": "p", "entry_point": "f", "isolation": "test",
+              "tests": [{"kind": "call", "fn": "f", "args": [1], "expected": 1}]}
+    task = task_from_dict(record, "line 1")
+    assert task.to_dict()["isolation"] == "test"
+    job = task.job("def f(x):\n    return x\n", stop_on_failure=True)
+    assert (job.isolation, job.stop_on_failure) == ("test", True)
+    assert task.job("", record=True, stop_on_failure=True).stop_on_failure is False  # an oracle runs every test
+    assert task.job("").to_dict()["tests"] == [t.to_dict() for t in task.tests]
+    default = task_from_dict({**record, "isolation": "job"}, "line 1")
+    assert "isolation" not in default.to_dict() and default.job("").isolation == "job"
+    with pytest.raises(SuiteError, match="isolation"):
+        task_from_dict({**record, "isolation": "process"}, "line 1")

@@ -213,3 +213,16 @@ def test_a_reference_oracle_the_sandbox_failed_is_an_error_not_a_dropped_task(tm
     suite = load_suite(str(folder))
     with pytest.raises(SandboxError, match="reference oracle of o/1: the sandbox failed"):
         oracle.resolve(suite, FlakySandbox(), use_cache=False)
+
+
+def test_only_pass_fail_callers_stop_at_the_first_failure() -> None:
+    from grpo_code.config import RewardsConfig, RewardTestsConfig
+    from grpo_code.rewards.functions import reward_verifier
+
+    class Box:
+        config = None
+
+    for tests, stops in ((RewardTestsConfig(), False), (RewardTestsConfig(mode="all_or_nothing"), True),
+                         (RewardTestsConfig(stop_at_first_failure=True), True)):
+        verifier = reward_verifier(RewardsConfig(tests=tests, cache=False), Box(), [])
+        assert verifier.stop_on_failure is stops
