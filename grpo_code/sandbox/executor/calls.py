@@ -22,7 +22,6 @@ would have in a process of its own. ``isolation: test`` gives every test a new p
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import os
@@ -94,6 +93,8 @@ def _same_as_expected(test: dict, answer: bytes, seq: int) -> bool:
         return False
     digest = test.get("expected_sha256")  # the host's, for a large expected value (wire.py)
     if digest is not None:
+        import hashlib  # here: loaded in the executor at the first large answer, not in every fork before
+
         return hashlib.sha256(value).hexdigest() == digest
     return value == json.dumps(test["expected"]).encode()
 
