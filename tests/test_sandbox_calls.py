@@ -172,3 +172,30 @@ def test_a_large_answer_written_as_the_expected_value_passes_and_any_other_is_ju
     tests = tuple(CallTest("f", (k,), big, compare="python") for k in range(3))
     [result] = sandbox.run([Job(program, tests, limits=FAST)])
     assert verdicts(result) == ["pass", "fail", "fail"], result
+
+
+def test_a_large_right_answer_over_its_cpu_limit_is_a_timeout(sandbox):
+    # Three processes burn 0.6 s of CPU each (1.8 s in all, against a 1 s limit) on a machine
+    # with cores to spare, then return the right answer, large enough for the digest path.
+    program = ("import os, time\n"
+               "def _burn():\n    while time.process_time() < 0.6:\n        pass\n"
+               "def f(n):\n    kids = []\n    for _ in range(2):\n        pid = os.fork()\n"
+               "        if pid == 0:\n            _burn()\n            os._exit(0)\n        kids.append(pid)\n"
+               "    _burn()\n    for k in kids:\n        os.waitpid(k, 0)\n    return list(range(n))\n")
+    [result] = sandbox.run([Job(program, (CallTest("f", (20000,), list(range(20000))),), limits=FAST)])
+    assert verdicts(result) == ["timeout"], result
+
+
+@pytest.mark.docker
+def test_threads_that_take_the_pids_do_not_turn_a_wrong_answer_into_an_infra_error(sandbox):
+    if sandbox.config.backend != "docker":
+        pytest.skip("the pids limit is the container's")
+    program = ("import threading, time\n"
+               "def _sleep():\n    time.sleep(30)\n"
+               "def f(x):\n    threading.stack_size(65536)\n    try:\n        for _ in range(400):\n"
+               "            threading.Thread(target=_sleep, daemon=True).start()\n    except BaseException:\n"
+               "        pass\n    return list(range(20000)) if x else 1\n")
+    checker = "def check(args, expected, output):\n    return output == 1\n"
+    tests = (CallTest("f", (1,), [1, 2]), CallTest("f", (0,), None, checker="one"), CallTest("f", (1,), [1, 2]))
+    [result] = sandbox.run([Job(program, tests, limits=FAST, checkers={"one": checker})])
+    assert verdicts(result) == ["fail", "pass", "fail"], result

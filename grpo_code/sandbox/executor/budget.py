@@ -115,7 +115,12 @@ def _helper_main(outcome: verdict.Outcome, memory_mb: int, cpu_s: float, out_fd:
 def _in_helper(outcome: verdict.Outcome, memory_mb: int, cpu_s: float):
     """The verdict from a limited fork; None when the test's checker is to decide."""
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise verdict.ForkRefused("could not fork the helper that judges a large answer") from None
     if pid == 0:
         os.close(read_fd)
         _helper_main(outcome, memory_mb, cpu_s, write_fd)

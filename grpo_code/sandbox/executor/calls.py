@@ -329,10 +329,17 @@ class Session:
             truncated=seen["truncated"], check=self.check, report_overflow=seen["too_long"])
         if out_of_turn:
             name, message = "fail", "an answer out of turn on the harness channel"
-        elif self.loaded and not seen["ended"] and _same_as_expected(test, answer, seq):
+        elif (self.loaded and not seen["ended"] and seen["cpu_s"] <= self.timeout
+              and _same_as_expected(test, answer, seq)):
             name, message = "pass", ""
         else:
-            name, message = budget.decide(outcome, self.job["limits"])
+            try:
+                name, message = budget.decide(outcome, self.job["limits"])
+            except verdict.ForkRefused:
+                # The program's processes (threads count) hold the pids the judging needs:
+                # they are ended, and the tests after this one get a new process.
+                self.close()
+                name, message = budget.decide(outcome, self.job["limits"])
         if not self.loaded and name == "pass":
             # Only a failure can come before the program has loaded: an answer written while
             # it loads was not asked for (and must not become every later test's verdict).

@@ -47,7 +47,12 @@ class Judge:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fd = theirs.detach()
         self.baseline = budget.mapped_bytes()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(fd)
+            mine.close()
+            raise verdict.ForkRefused("could not fork the judge") from None
         if pid == 0:
             judge.judge_loop(fd)
         os.close(fd)

@@ -46,11 +46,12 @@ def decode_output(data: bytes, limit: int) -> str:
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU time of a live (or not yet reaped) process."""
+    """User + system CPU time of a live (or not yet reaped) process and of the children it
+    has waited for (a shared process's forks, outside a container's clock)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
+        return (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / _TICK
     except (OSError, IndexError, ValueError):
         return 0.0
 

@@ -27,6 +27,12 @@ class HarnessFailure(Exception):
     """The sandbox failed to run the test; the job is retried, then an ``infra_error``."""
 
 
+class ForkRefused(HarnessFailure):
+    """The executor could not fork a process to judge an answer (the judge, a judging
+    helper): the container's pids are taken. Where a program's processes may still hold
+    them (a shared process, ``calls.py``), they are ended and the judging tried again."""
+
+
 class Outcome:
     """What the executor saw of one test (see :func:`decide`)."""
 
