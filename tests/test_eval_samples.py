@@ -180,3 +180,18 @@ def test_model_eval_clips_k_to_n_with_a_note(tmp_path: Path) -> None:
     result = runner.invoke(app, ["eval", "./no/such/model", "--n", "2", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "note: pass@4 skipped" in result.stderr
     assert "model './no/such/model' not found" in result.stderr
+
+
+def test_samples_of_tasks_left_out_by_the_oracle_are_passed_over(tmp_path) -> None:
+    from grpo_code.errors import SuiteError
+    from grpo_code.sandbox.types import ScriptTest
+    from grpo_code.tasks import Task
+    from grpo_code.tasks.samples import read_samples_file
+    from grpo_code.tasks.suite import Suite
+
+    suite = Suite(name="s", tasks=(Task(id="a", prompt="p", tests=(ScriptTest("assert True"),)),))
+    path = tmp_path / "samples.jsonl"
+    path.write_text('{"task_id": "gone", "solution": "x = 1"}\n{"task_id": "a", "solution": "x = 1"}\n')
+    assert [s["task_id"] for s in read_samples_file(path, suite, left_out=["gone"])] == ["a"]
+    with pytest.raises(SuiteError, match="'gone' is not in suite"):
+        read_samples_file(path, suite)

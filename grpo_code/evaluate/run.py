@@ -188,8 +188,10 @@ def run(request: EvalRequest, console: Console | None = None) -> EvalResult:
 
         hooks = Hooks(start, advance, note)
         if request.samples is not None:
+            kept = {t.id for t in suite.tasks}
             summaries[f"samples:{request.samples.name}"] = score_samples(
-                request.samples, suite, plan.ks, plan.out, sandbox, hooks, cfg.tasks.extract)
+                request.samples, suite, plan.ks, plan.out, sandbox, hooks, cfg.tasks.extract,
+                left_out=[t.id for t in plan.suite.tasks if t.id not in kept])
         for settings in plan.models:
 
             def factory(settings: EvalSettings = settings) -> Any:

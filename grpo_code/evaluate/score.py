@@ -178,12 +178,15 @@ def missing_note(missing: Sequence[str], in_suite: int) -> str:
 
 
 def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sandbox: Any,
-                  hooks: Hooks | None = None, extract: str = "last") -> dict[str, Any]:
+                  hooks: Hooks | None = None, extract: str = "last", left_out: Sequence[str] = ()) -> dict[str, Any]:
     """pass@k of an existing samples file over the tasks it holds. The suite's tasks without
     samples are not counted: they are noted and listed in the summary (``missing_tasks``,
     ``tasks_scored`` of ``tasks_in_suite``). k values above the file's n are skipped."""
     hooks = hooks or Hooks()
-    samples = read_samples_file(path, suite)
+    samples = read_samples_file(path, suite, left_out)
+    if left_out:
+        hooks.note(f"samples of {len(left_out)} tasks left out are not scored ({', '.join(list(left_out)[:5])}"
+                   f"{', ...' if len(left_out) > 5 else ''}): their reference fails its own inputs")
     ks = usable_ks(ks, samples_n(samples), hooks.note, SAMPLES_N_IS)
     present = {s["task_id"] for s in samples}
     missing = [t.id for t in suite.tasks if t.id not in present]

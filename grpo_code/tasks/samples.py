@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,10 @@ def program_from_completion(task: Any, completion: str, which: str = "last") -> 
     return extract_code(completion, task.language, which, task.entry_point)
 
 
-def read_samples_file(path: Path, suite: Any) -> list[dict[str, Any]]:
-    """Samples in file order, each with its ``index`` among the samples of its task."""
+def read_samples_file(path: Path, suite: Any, left_out: Collection[str] = ()) -> list[dict[str, Any]]:
+    """Samples in file order, each with its ``index`` among the samples of its task.
+    Samples of ``left_out`` tasks (of the suite, but without expected values: their
+    reference fails its own inputs) are passed over; any other unknown task is an error."""
     if not path.is_file():
         raise MissingFileError(f"samples file {str(path)!r} not found", "give a JSONL file of task_id + completion")
     ids = {t.id for t in suite.tasks}
@@ -80,6 +83,8 @@ def read_samples_file(path: Path, suite: Any) -> list[dict[str, Any]]:
             raise SuiteError(f"{path}:{lineno}: not valid JSON", "one JSON object per line") from None
         if not isinstance(rec, dict) or not isinstance(rec.get("task_id"), str):
             raise SuiteError(f"{path}:{lineno}: task_id missing", 'each line needs "task_id"')
+        if rec["task_id"] in left_out:
+            continue
         if rec["task_id"] not in ids:
             raise SuiteError(f"{path}:{lineno}: task_id {rec['task_id']!r} is not in suite {suite.name!r}",
                              "use the samples with the suite they were made for (--tasks)")
