@@ -126,6 +126,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
+"""``params`` of a module's ``sandbox`` fixture that runs its attacks on both backends."""
+
+
+def backend_sandbox(request, languages: tuple[str, ...] = ("python",), workers: int = 1):
+    """The body of such a fixture: a sandbox of the requested backend (docker: its images
+    ready for ``languages``), closed after the module."""
+    from grpo_code.config import SandboxConfig
+    from grpo_code.sandbox import Sandbox
+
+    if request.param == "docker":
+        request.getfixturevalue("docker_ready")
+        for language in languages:
+            need_image(language)
+    sb = Sandbox(SandboxConfig(backend=request.param, workers=workers, timeout_s=5.0, memory_mb=256))
+    yield sb
+    sb.close()
+
+
 def need_image(language: str) -> None:
     """A language's sandbox image is built and holds this checkout's executor."""
     from grpo_code.errors import SandboxError

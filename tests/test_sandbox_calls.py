@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import need_image
-from grpo_code.config import SandboxConfig
-from grpo_code.sandbox import CallTest, Job, Limits, Sandbox, ScriptTest, Status, Verdict
+from conftest import BACKENDS, backend_sandbox
+from grpo_code.sandbox import CallTest, Job, Limits, ScriptTest, Status, Verdict
 from grpo_code.sandbox.wire import split_wire, wire_for
 
 FAST = Limits(timeout_s=1.0, memory_mb=256)
@@ -39,14 +38,9 @@ COUNTER = (
 )
 
 
-@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def sandbox(request):
-    if request.param == "docker":
-        request.getfixturevalue("docker_ready")
-        need_image("python")
-    sb = Sandbox(SandboxConfig(backend=request.param, workers=1, timeout_s=5.0, memory_mb=256))
-    yield sb
-    sb.close()
+    yield from backend_sandbox(request)
 
 
 def calls(*args, expected=None) -> tuple[CallTest, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import need_image
+from conftest import BACKENDS, backend_sandbox
 from grpo_code.config import SandboxConfig
 from grpo_code.sandbox import Job, Sandbox, Verdict
 from grpo_code.sandbox.types import CallTest, IoTest, Limits, ScriptTest
@@ -31,14 +31,9 @@ def check(args, expected, output):
 '''
 
 
-@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def sandbox(request):
-    if request.param == "docker":
-        request.getfixturevalue("docker_ready")
-        need_image("python")
-    sb = Sandbox(SandboxConfig(backend=request.param, workers=2, timeout_s=5.0, memory_mb=256))
-    yield sb
-    sb.close()
+    yield from backend_sandbox(request, workers=2)
 
 
 def verdicts(result) -> list[str]:

@@ -16,9 +16,8 @@ import json
 import pytest
 import sandbox_cases as cases
 
-from conftest import need_image
-from grpo_code.config import SandboxConfig
-from grpo_code.sandbox import CallTest, IoTest, Job, Limits, Sandbox, ScriptTest, Status, Verdict
+from conftest import BACKENDS, backend_sandbox
+from grpo_code.sandbox import CallTest, IoTest, Job, Limits, ScriptTest, Status, Verdict
 from grpo_code.tasks import adapters
 from grpo_code.tasks.records import read_records
 
@@ -26,15 +25,9 @@ P61 = 2**61 - 1
 FAST = Limits(timeout_s=1.0, memory_mb=256)
 
 
-@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def sandbox(request):
-    if request.param == "docker":
-        request.getfixturevalue("docker_ready")
-        for language in ("python", "javascript", "cpp"):
-            need_image(language)
-    sb = Sandbox(SandboxConfig(backend=request.param, workers=1, timeout_s=5.0, memory_mb=256))
-    yield sb
-    sb.close()
+    yield from backend_sandbox(request, ("python", "javascript", "cpp"))
 
 
 def only(result, verdicts: set[Verdict]):

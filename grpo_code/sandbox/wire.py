@@ -31,21 +31,30 @@ class Wire(dict):
 
     encoded: Any = None
 
-    def size(self) -> int:
-        """Length of its JSON."""
-        if self.encoded is not None and self.get("tests") is self.encoded.dicts:
-            return len(json.dumps({**self, "tests": []})) - 2 + len(self.encoded.text)
-        return len(json.dumps(self))
+
+def own_encoding(wire: dict[str, Any]) -> Any:
+    """The encoded tests a wire job carries, when its tests are still those (else None)."""
+    encoded = getattr(wire, "encoded", None)
+    return encoded if encoded is not None and wire.get("tests") is encoded.dicts else None
+
+
+def wire_size(wire: dict[str, Any]) -> int:
+    """Length of a wire job's JSON."""
+    encoded = own_encoding(wire)
+    if encoded is not None:
+        return len(json.dumps({**wire, "tests": []})) - 2 + len(encoded.text)
+    return len(json.dumps(wire))
 
 
 def encode_message(mid: int, message: dict[str, Any]) -> bytes:
     """One JSON line to the executor; a :class:`Wire` job's tests go in as already encoded."""
     job = message.get("job")
-    if isinstance(job, Wire) and job.encoded is not None and job.get("tests") is job.encoded.dicts:
+    encoded = own_encoding(job) if isinstance(job, dict) else None
+    if encoded is not None:
         rest = {k: v for k, v in job.items() if k != "tests"}
         rest["tests"] = 0  # last in the job, and the job last in the message: the 0 ends the text
         head = json.dumps({"id": mid, **{k: v for k, v in message.items() if k != "job"}, "job": rest})
-        return (head[:-3] + job.encoded.text + "}}\n").encode()
+        return (head[:-3] + encoded.text + "}}\n").encode()
     return (json.dumps({"id": mid, **message}) + "\n").encode()
 
 
@@ -82,9 +91,8 @@ def wire_for(job: Job, config: Any) -> dict[str, Any]:
 def split_wire(wire: dict[str, Any], part_bytes: int = JOB_PART_BYTES) -> list[dict[str, Any]] | str:
     """The wire job as parts of at most ``part_bytes`` of JSON (usually one part: itself),
     or a message when one test alone is over :data:`MAX_TEST_BYTES`."""
-    encoded = wire.encoded if isinstance(wire, Wire) and wire.get("tests") is getattr(wire.encoded, "dicts", 0) \
-        else None
-    if (wire.size() if encoded is not None else len(json.dumps(wire))) <= part_bytes:
+    encoded = own_encoding(wire)
+    if wire_size(wire) <= part_bytes:
         return [wire]
     base = len(json.dumps({**wire, "tests": []}))
     sizes = [len(t) for t in encoded.texts] if encoded is not None else [len(json.dumps(t)) for t in wire["tests"]]

@@ -3,10 +3,11 @@
 Suites such as HumanEval+ have hundreds of ``call`` tests per task. Starting a process and
 loading the program for each input costs more than most calls do, so by default
 (``isolation: job``) the ``call`` tests of a job share one program process (a
-:class:`Session`): it loads the program once, then takes one test at a time over fd 4 (a
-memory file with the function, the arguments and a sequence number) and answers each
-with one report line. The executor watches each test on its own: its own CPU and time
-limit from the moment its request is sent, its own output, its own verdict. What decides
+:class:`Session`): it loads the program once, then receives the run's tests at once over
+fd 4 (a memory file holding each test's function, arguments and sequence number) and
+answers them in order, one report line each. The executor judges each answer as it
+comes: each test has its own CPU and time limit, counted from the answer before it, its
+own output and its own verdict. What decides
 a verdict still never enters the program's process: expected values, checkers and the
 other tests stay here, and each call's arguments are decoded afresh from the request.
 
@@ -26,7 +27,6 @@ import json
 import marshal
 import os
 import select
-import signal
 import socket
 import time
 
@@ -42,10 +42,14 @@ time readings): reading /proc for each would cost more than such a test. A test'
 NOT_RUN_MESSAGE = "not run: an earlier test did not pass and the job stops at the first failure"
 
 
+def unrun(name: str, message: str) -> dict:
+    """The result of a test decided without a run of its own."""
+    return {"verdict": name, "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "", "stderr": "", "message": message}
+
+
 def not_run() -> dict:
     """The result of a test a job that stops at its first failure did not run."""
-    return {"verdict": "not_run", "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "", "stderr": "",
-            "message": NOT_RUN_MESSAGE}
+    return unrun("not_run", NOT_RUN_MESSAGE)
 
 
 def run_tests(job: dict, zygote) -> list[dict]:
@@ -146,6 +150,7 @@ class Session:
         self.started = self.loaded = False
         self.poller = select.poll()
         for fd in (out_r, err_r, rep_r):
+            os.set_blocking(fd, False)  # read when poll says so, and drained without waiting
             self.poller.register(fd, select.POLLIN)
         self.poller.register(pidfd, select.POLLIN)
         self.bufs = {out_r: bytearray(), err_r: bytearray()}
@@ -156,11 +161,7 @@ class Session:
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+        spawn.kill_group(proc.pid)
         proc.reap(block=True)
         proc.close()
         spawn.kill_leftovers(proc.pid, pyjob.spared(self.zygote))
@@ -177,9 +178,7 @@ class Session:
         results: list[dict] = []
         while len(results) < len(tests):
             if self.unloaded is not None:
-                name, message = self.unloaded
-                results += [{"verdict": name, "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "", "stderr": "",
-                             "message": message} for _ in tests[len(results):]]
+                results += [unrun(*self.unloaded) for _ in tests[len(results):]]
                 break
             self._start()
             batch = tests[len(results):]
@@ -247,11 +246,7 @@ class Session:
             following = None if ended else spawn.Deadline(self.timeout, now, [pid])
         if ended:
             # Timed out, or the process is gone: kill, reap, and read what it left.
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            spawn.kill_group(pid)
             proc.reap(block=True)
             cpu_s = max(cpu_s, proc.cpu_s)
         self._drain(256 if ended else 4)
@@ -280,7 +275,6 @@ class Session:
         time its answer was read)."""
         for fd in (self.out_r, self.err_r, self.rep_r):
             try:
-                os.set_blocking(fd, False)
                 for _ in range(reads):
                     chunk = os.read(fd, 65536)
                     if not chunk:
@@ -289,10 +283,8 @@ class Session:
                         self.pending += chunk
                     else:
                         self._take(fd, chunk)
-            except OSError:
+            except OSError:  # BlockingIOError: nothing more there now
                 pass
-            finally:
-                os.set_blocking(fd, True)
 
     def _line(self) -> bytes | None:
         """The next answer, once its line is whole (``started``/``loaded`` are taken on the

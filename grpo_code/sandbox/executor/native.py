@@ -178,8 +178,7 @@ def run_with_runner(runner, job: dict) -> list[dict]:
             nonce = os.urandom(16).hex()
             launch = runner.launch(job, state, index, nonce)
             if _type(launch) is str:
-                results.append({"verdict": "compile_error", "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "",
-                                "stderr": "", "message": launch})
+                results.append(calls.unrun("compile_error", launch))
                 if job.get("stop_on_failure"):
                     break
                 continue

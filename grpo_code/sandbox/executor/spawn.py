@@ -269,11 +269,7 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
     judge_done = judge is not None and b"\n" in report and not timed_out
     ended = [main] if judge_done else [p for p in (judge, main) if p is not None]
     for proc in ended:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_group(proc.pid)
     for proc in ended:
         proc.reap(block=True)
         proc.close()
@@ -300,6 +296,16 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
         "bufs": {fd: bytes(b) for fd, b in bufs.items()},
         "overflow": {fd: seen[fd] > len(bufs[fd]) for fd in pipes},
     }
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a test's process group (its leader's pid) and the leader itself (which may
+    have left the group)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 LEFTOVER: list[int] = []
