@@ -212,9 +212,51 @@ class RewardModelConfig:
 
 
 @dataclass
+class JudgeConfig:
+    """A generative judge behind an OpenAI-compatible server, blended with the test reward (docs/rewards.md)."""
+
+    weight: float = field(default=0.0, metadata=bounds(0.0))
+    """0: off. How far the judge may move a reward (see ``blend``)."""
+    url: str | None = None
+    """Base URL of the judge server (``vllm serve``, ``trl vllm-serve``, a provider), e.g. http://127.0.0.1:8000/v1."""
+    model: str | None = None
+    """The model name sent in requests."""
+    mode: Literal["pointwise", "group_rank", "anchor_rank"] = "pointwise"
+    """``pointwise``: a 0-10 verdict per answer; ``group_rank``: a group's answers ranked against each
+    other; ``anchor_rank``: each answer against the task's reference solution."""
+    blend: Literal["sum", "gate", "failing"] = "gate"
+    """``sum``: test + weight * judge; ``gate``: the judge only orders answers with equal test rewards;
+    ``failing``: only failing answers get judge credit, never reaching a passing answer of their group."""
+    normalize: Literal["group", "none"] = "group"
+    """``sum``: judge scores are min-max scaled within each group (``none``: used as they are, in [0, 1])."""
+    votes: int = field(default=1, metadata=bounds(1, 32))
+    """Judgments per item, aggregated by ``aggregate``."""
+    votes_schedule: dict[int, int] | None = None
+    """Votes by training step, e.g. {0: 1, 200: 3}: from each step on, that many (overrides ``votes``)."""
+    aggregate: Literal["mean", "majority"] = "mean"
+    guided: bool = False
+    """Send a regular expression of the output's form (vLLM's ``structured_outputs``): the judge can
+    only end with a verdict line the parser reads. For servers that constrain decoding (vLLM, SGLang)."""
+    temperature: float = field(default=0.7, metadata=bounds(0.0))
+    max_tokens: int = field(default=384, metadata=bounds(8))
+    """Tokens of critique and verdict per judgment."""
+    timeout_s: float = field(default=120.0, metadata=bounds(0.1))
+    """Per request; a request that fails after ``retries`` masks its item (``error``)."""
+    retries: int = field(default=1, metadata=bounds(0))
+    deadline_s: float = field(default=60.0, metadata=bounds(0.0))
+    """How long a step waits on judgments once its test verdicts are in; later ones are masked (``timeout``)."""
+    concurrency: int = field(default=8, metadata=bounds(1))
+    """Judge requests in flight at once."""
+    cache_size: int = field(default=50_000, metadata=bounds(1))
+    overlap: bool = True
+    """Start an answer's judgment as soon as its inputs exist (during generation), not after the batch."""
+
+
+@dataclass
 class RewardsConfig:
     tests: RewardTestsConfig = field(default_factory=RewardTestsConfig)
     model: RewardModelConfig = field(default_factory=RewardModelConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     cache: bool = True
     cache_size: int = field(default=100_000, metadata=bounds(1))
     """Results kept in memory (least recently used are dropped)."""
@@ -317,6 +359,12 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         problems.append("rewards.model.url: null but backend is remote (set the reward server URL)")
     if cfg.rewards.model.weight > 0 and not cfg.rewards.model.path and cfg.rewards.model.backend != "remote":
         problems.append("rewards.model.path: null but rewards.model.weight > 0 (set a model path or weight 0)")
+    judge = cfg.rewards.judge
+    if judge.weight > 0 and not (judge.url and judge.model):
+        problems.append("rewards.judge: weight > 0 needs url and model (the judge server's base URL and model name)")
+    for step, votes in (judge.votes_schedule or {}).items():
+        if not (isinstance(step, int) and isinstance(votes, int) and step >= 0 and votes >= 1):
+            problems.append(f"rewards.judge.votes_schedule: {step!r}: {votes!r} is invalid (step >= 0: votes >= 1)")
     return problems
 
 

@@ -43,6 +43,30 @@ STOPPED_AFTER_CODE = "completions/stopped_after_code"
 FILTER_SKIPPED_FRAC = "filter/skipped_frac"
 FILTER_GENERATIONS_SAVED = "filter/generations_saved"
 
+# The generative judge's (grpo_code.rewards.judge)
+JUDGE_ITEMS = "judge/items"
+"""Judgments the step asked for (an answer, or a group's answers ranked together)."""
+JUDGE_CALLS = "judge/calls"
+"""Requests sent to the judge server for them (stored judgments send none)."""
+JUDGE_CACHE_HITS = "judge/cache_hits"
+JUDGE_TOKENS = "judge/tokens"
+"""Tokens the judge generated for the step."""
+JUDGE_LATENCY_P50_S = "judge/latency_p50_s"
+JUDGE_LATENCY_P99_S = "judge/latency_p99_s"
+JUDGE_BUSY_S = "timing/judge_busy_s"
+"""Wall time during which at least one of the step's judgments was in flight (request to parsed verdict)."""
+JUDGE_WAIT_S = "timing/judge_wait_s"
+"""Time the step waited on the judge after its test verdicts were in."""
+JUDGE_VOTES = "judge/votes"
+JUDGE_SCORE_MEAN = "judge/score_mean"
+JUDGE_AUC = "judge/auc"
+"""Chance that a passing answer gets a higher judge score than a failing one (batches with both)."""
+
+
+def judge_masked(reason: str) -> str:
+    """Judgments masked for this reason in the step (``timeout``, ``unparseable``, ``error``)."""
+    return f"judge/masked_{reason}"
+
 
 def verdict_share(verdict: str) -> str:
     """Share of the step's executed tests with this verdict (``tests/fail``, ``tests/timeout``...)."""

@@ -209,6 +209,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
 
     from grpo_code.generation.base import prompt_style, resolve, torch_dtype
     from grpo_code.rewards.functions import build_reward_funcs, reward_verifier
+    from grpo_code.rewards.judge import build_judge
     from grpo_code.sandbox import Sandbox
     from grpo_code.tasks import load_suite, oracle, render
     from grpo_code.training.callbacks import MetricsLog, ProgressBar
@@ -257,9 +258,11 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             train_tasks, tasks=tuple(dataclasses.replace(t, tests=t.hidden_tests or t.tests) for t in train_tasks.tasks))
         verifier = reward_verifier(cfg.rewards, sandbox, scored_tasks, extract=cfg.tasks.extract)
         multi = multi_turn(cfg, style, verifier, log)
-        early = EarlyJobs(verifier, style) if cfg.rewards.overlap and multi is None else None
+        judge = build_judge(cfg.rewards.judge, scored_tasks)
+        early = (EarlyJobs(verifier, style, on_submit=judge.early if judge is not None else None)
+                 if cfg.rewards.overlap and multi is None else None)
         funcs = build_reward_funcs(cfg.rewards, verifier, style=style, end_token_ids=end_token_ids(model, tokenizer),
-                                   turn_cost=cfg.train.multi_turn.turn_cost, early=early)
+                                   turn_cost=cfg.train.multi_turn.turn_cost, early=early, judge=judge)
         trainer = GrpoCodeTrainer(
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
@@ -274,6 +277,8 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         finally:
             verifier.close()
+            if judge is not None:
+                judge.judge.close()
         final = run_dir / "final"
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:

@@ -72,7 +72,7 @@ def _demo_model() -> Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def demo_model_dir() -> Path:
     """The pulled SmolLM2-135M-Instruct directory (``grpo-code models pull smollm2-135m-instruct``)."""
     return _demo_model()

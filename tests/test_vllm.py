@@ -4,8 +4,9 @@ Marked ``vllm`` (not ``gpu``): they run wherever vLLM is installed, CI included
 (``scripts/setup.sh`` installs the CPU build). Each starts a real engine on the demo model
 (about 35 s on 2 cores), so the set is small: the weight sync the CPU build needs, a LoRA step, eval
 through vLLM with a LoRA adapter (completions stopped after their code), a training step colocated with scoring overlapped and
-completions stopped after their code, and generation from a vLLM server on loopback
-(server-mode training needs CUDA: TRL syncs a server's weights over NCCL).
+completions stopped after their code, generation from a vLLM server on loopback
+(server-mode training needs CUDA: TRL syncs a server's weights over NCCL), and training
+with that server as a generative judge.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import free_port
+from grpo_code.generation.served import vllm_server
 
 pytestmark = pytest.mark.vllm
 GRPO_CODE = [sys.executable, "-m", "grpo_code.cli"]
@@ -194,30 +195,54 @@ def test_eval_through_vllm_serves_a_lora_adapter(docker_ready, demo_model_dir, t
     assert whole and all(text.rstrip().endswith("```") for text in whole), whole
 
 
+@pytest.fixture(scope="module")
+def demo_server(demo_model_dir) -> Iterator[str]:
+    """The demo model served by vLLM on loopback as ``demo`` (one server for the tests that use it)."""
+    with vllm_server(demo_model_dir, "demo") as url:
+        yield url
+
+
 @pytest.mark.docker
-def test_eval_generates_from_a_vllm_server_on_loopback(docker_ready, demo_model_dir, tmp_path):
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
-                               str(demo_model_dir), "--served-model-name", "demo", "--host", "127.0.0.1",
-                               "--port", str(port), "--dtype", "float32", "--max-model-len", "1024"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
-    try:
-        deadline = time.monotonic() + 600  # about 40 s idle; far longer beside CPU-bound processes
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read().decode()[-3000:]
-                assert time.monotonic() < deadline, "the vLLM server did not start in 600 s"
-                time.sleep(2)
-        out = tmp_path / "eval"
-        result = grpo_code("eval", "demo", "--backend", "openai", "--server-url", f"http://127.0.0.1:{port}/v1",
-                           "--tasks", "demo", "--split", "1-2", "--n", "2", "--k", "1", "--max-new-tokens", "96",
-                           "--out", str(out))
-        assert result.returncode == 0, result.stderr[-3000:]
-        [summary] = list(out.glob("*/summary.json"))
-        assert json.loads(summary.read_text())["tasks"] == 2
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+def test_eval_generates_from_a_vllm_server_on_loopback(docker_ready, demo_server, tmp_path):
+    out = tmp_path / "eval"
+    result = grpo_code("eval", "demo", "--backend", "openai", "--server-url", demo_server,
+                       "--tasks", "demo", "--split", "1-2", "--n", "2", "--k", "1", "--max-new-tokens", "96",
+                       "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [summary] = list(out.glob("*/summary.json"))
+    assert json.loads(summary.read_text())["tasks"] == 2
+
+
+@pytest.mark.docker
+def test_training_with_the_demo_model_served_as_a_generative_judge(docker_ready, demo_server, tiny_model_dir,
+                                                                   tmp_path):
+    """Two steps with ``rewards.judge`` on, the judge a real vLLM server on loopback: every step
+    logs the judge's keys, its requests reached the server, its verdicts (guided) parsed, and no
+    reward moved further from its test value than the blend allows (``sum``, group-normalised:
+    weight / 2)."""
+    from tiny_model import SPLIT
+
+    from grpo_code import metric_names as M
+
+    run = tmp_path / "run"
+    result = grpo_code("train", "generation.backend=hf", "train.trl.max_steps=2",
+                       "train.trl.per_device_train_batch_size=4", "train.trl.num_generations=4",
+                       "generation.max_new_tokens=48", "generation.temperature=1.0", f"tasks.train_split={SPLIT}",
+                       "sandbox.backend=docker", "sandbox.workers=2", "train.trl.save_steps=100",
+                       f"model.name={tiny_model_dir}", "rewards.judge.weight=0.2", f"rewards.judge.url={demo_server}",
+                       "rewards.judge.model=demo", "rewards.judge.blend=sum", "rewards.judge.max_tokens=48",
+                       "rewards.judge.votes=2", "rewards.judge.guided=true", f"output.dir={run}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = [m for m in read_jsonl(run / "metrics.jsonl") if M.REWARD in m]
+    assert len(steps) == 2
+    for m in steps:
+        for key in (M.JUDGE_ITEMS, M.JUDGE_CALLS, M.JUDGE_BUSY_S, M.JUDGE_WAIT_S, M.JUDGE_VOTES,
+                    M.judge_masked("unparseable"), M.judge_masked("timeout"), M.judge_masked("error")):
+            assert key in m, (key, sorted(m))
+        assert m[M.JUDGE_VOTES] == 2 and m[M.judge_masked("error")] == 0
+    assert sum(m[M.JUDGE_CALLS] for m in steps) > 0 and sum(m[M.JUDGE_TOKENS] for m in steps) > 0
+    # Guided decoding: the demo model's verdicts parse, so judge scores reach the rewards.
+    assert any(M.JUDGE_SCORE_MEAN in m for m in steps), steps
+    for c in read_jsonl(run / "completions.jsonl"):
+        test = c["verdicts"].count("pass") / len(c["verdicts"]) if c["verdicts"] and "compile_error" not in c["verdicts"] else 0.0
+        assert abs(c["reward"] - test) <= 0.1 + 1e-6, c

@@ -11,7 +11,8 @@ plain-text prompts use ``raw`` unless ``style`` is given).
 :class:`CodeReward` awaits the verifier's verdicts (:mod:`grpo_code.verify`; claiming
 handles that a trainer submitted early through its :class:`~grpo_code.verify.early.EarlyJobs`) while, when a reward model is
 configured, the model scores the same completions on a worker thread; the two are then
-blended (:mod:`.blend`). ``None`` marks an infrastructure error: TRL masks it. A batch
+blended (:mod:`.blend`); a generative judge (:mod:`.judge`), when configured, moves the
+result as ``rewards.judge.blend`` says. ``None`` marks an infrastructure error: TRL masks it. A batch
 with too many masked rewards raises :class:`~grpo_code.errors.RewardError`. Metrics go
 to TRL's ``log_metric`` (:mod:`.metrics`), per-completion outcomes to ``log_extra``.
 """
@@ -26,6 +27,7 @@ from typing import Any
 from grpo_code.config import RewardsConfig
 from grpo_code.errors import RewardError
 from grpo_code.rewards.blend import blend
+from grpo_code.rewards.judge import JudgeScoring
 from grpo_code.rewards.metrics import batch_metrics
 from grpo_code.rewards.model.reward_model import RewardModel, load_reward_model, text_for
 from grpo_code.rewards.verifiable import check_masked, score_result, weights_for
@@ -75,12 +77,14 @@ class CodeReward:
     ``end_token_ids``: the token ids that end a completion (EOS); one whose ids end otherwise
     was cut at the length limit (empty: none counts as cut). ``turn_cost``: subtracted per
     answer after the first of a multi-turn rollout. ``early``: the trainer's early jobs, whose
-    handles this function claims."""
+    handles this function claims. ``judge``: the generative judge blended in."""
 
     def __init__(self, config: RewardsConfig, verifier: Verifier, model: RewardModel | None = None,
                  style: str | None = None, task_column: str = "task_id", name: str = "code_reward",
-                 end_token_ids: Iterable[int] = (), turn_cost: float = 0.0, early: EarlyJobs | None = None):
+                 end_token_ids: Iterable[int] = (), turn_cost: float = 0.0, early: EarlyJobs | None = None,
+                 judge: JudgeScoring | None = None):
         self.config = config
+        self.judge = judge
         self.verifier = verifier
         self.model = model
         self.style = style
@@ -135,6 +139,13 @@ class CodeReward:
             present = [x for x in raw if x is not None]
             metrics["model/score_mean"] = sum(present) / len(present) if present else 0.0
             metrics["model/failed"] = (len(raw) - len(present)) / max(1, len(raw))
+        if self.judge is not None:
+            passed = [v.passed for v in verdicts]
+            step = getattr(kwargs.get("trainer_state"), "global_step", 0)
+            judged, judge_metrics = await self.judge.scores(tasks, [v.program for v in verdicts], tests, passed, ids,
+                                                            int(step or 0))
+            rewards = self.judge.blend(rewards, tests, judged, passed, ids)
+            metrics.update(judge_metrics)
         _log(kwargs, metrics, scored, tests)
         check_masked(tests, self.config.tests.max_masked_frac, masked_errors(verdicts))
         turns = kwargs.get("turns")
@@ -171,9 +182,11 @@ def reward_verifier(config: RewardsConfig, sandbox: Any, tasks: Any, extract: st
 
 def build_reward_funcs(config: RewardsConfig, verifier: Verifier, style: str | None = None,
                        model: RewardModel | None = None, end_token_ids: Iterable[int] = (),
-                       turn_cost: float = 0.0, early: EarlyJobs | None = None) -> list[CodeReward]:
-    """The reward functions for ``trl.GRPOTrainer`` (one: tests, blended with the model if enabled)."""
+                       turn_cost: float = 0.0, early: EarlyJobs | None = None,
+                       judge: JudgeScoring | None = None) -> list[CodeReward]:
+    """The reward functions for ``trl.GRPOTrainer`` (one: tests, blended with the model and
+    the judge if enabled)."""
     if model is None:
         model = load_reward_model(config.model)
     return [CodeReward(config, verifier, model=model, style=style, end_token_ids=end_token_ids,
-                       turn_cost=turn_cost, early=early)]
+                       turn_cost=turn_cost, early=early, judge=judge)]

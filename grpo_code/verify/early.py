@@ -9,6 +9,9 @@ as TRL hands them over. :class:`EarlyJobs` is all the trainer holds of scoring:
   that run is its run, counted as executed, not as a cache hit);
 - ``discard()``: the batch is over; forget what was not claimed.
 
+``on_submit(task, handle)``, if given, hears of each finished completion's handle as it is
+made (the generative judge starts its judgments there).
+
 The reward function ``claim``s each completion's early handle (or submits it then).
 Handles are keyed by (task id, text, whether it was cut at the length limit).
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from grpo_code.tasks.prompts import completion_text
@@ -35,9 +38,10 @@ def cut_at_limit(completion_ids: Sequence[int] | None, end_token_ids: frozenset[
 class EarlyJobs:
     """Early submission and speculation for one trainer (thread-safe)."""
 
-    def __init__(self, verifier: Verifier, style: str):
+    def __init__(self, verifier: Verifier, style: str, on_submit: Callable[[Any, Handle], None] | None = None):
         self.verifier = verifier
         self.style = style
+        self.on_submit = on_submit
         self._lock = threading.Lock()
         self._early: dict[tuple[str, str, bool], list[Handle]] = defaultdict(list)
         self._speculative: set[str] = set()
@@ -47,9 +51,12 @@ class EarlyJobs:
 
     def submit(self, task_id: str, text: str, truncated: bool = False) -> Handle:
         """Start the job of a finished completion; the reward function claims it later."""
-        handle = self._own(self.verifier.submit(self.verifier.task(task_id), text, self.style, truncated))
+        task = self.verifier.task(task_id)
+        handle = self._own(self.verifier.submit(task, text, self.style, truncated))
         with self._lock:
             self._early[(task_id, text, truncated)].append(handle)
+        if self.on_submit is not None:
+            self.on_submit(task, handle)
         return handle
 
     def speculate(self, task_id: str, partial: str) -> bool:

@@ -1,0 +1,228 @@
+"""Which answers the judge sees, when their judgments start, and how they move the reward.
+
+The judge reads an answer's *program* (what the sandbox ran), never the prose around it, so
+talk aimed at the judge does not reach it; an answer with no program scores 0 without a
+request. Which answers are judged depends on ``rewards.judge.blend``:
+
+- ``sum``: every scored answer; ``reward = test + weight * judge`` (``normalize: group``:
+  judge scores min-max scaled and centred within the group, so the judge moves a reward
+  by at most ``weight / 2``).
+- ``gate``: only answers whose test reward equals another's in their group; the judge
+  orders them by less than half the gap to the next test level, so it never reorders
+  answers with different test rewards.
+- ``failing``: only answers that did not pass; each gets ``weight * judge``, kept below
+  half the gap to the lowest passing answer of its group.
+
+Timing: with ``overlap`` on, an answer's judgment starts as the trainer hands the finished
+completion to the sandbox (``sum``; ``gate`` too, before anyone knows whether the answer
+will tie: a judgment that turns out unneeded is not used), or the moment its verdict
+arrives (``failing``); a ``group_rank`` judgment needs its group's answers (and, gated,
+their verdicts) and starts as soon as the reward function has them. Every judgment is content-keyed in the
+:class:`~.client.Judge`, so the reward function finds those started early. It then waits
+at most ``deadline_s``; a judgment not in by then is masked (``timeout``): the answer keeps
+its test reward, and the judgment, when it lands, is stored for the next time. A failed
+request masks the same way (``error``). An unparseable judgment is masked and counted too,
+but since an answer can provoke one (instructions written into its code), it never helps
+its answer: in the blend it counts as the lowest judge score of the answer's group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from grpo_code import metric_names as M
+from grpo_code.config import JudgeConfig
+from grpo_code.errors import RewardError
+from grpo_code.rewards.blend import TIE_TOL, groups_of, normalize_groups
+from grpo_code.rewards.judge import parse, prompts
+from grpo_code.rewards.judge.client import Ballot, Judge, Outcome, auc, busy_s, votes_at
+from grpo_code.rewards.metrics import percentile
+
+MASK_REASONS = ("timeout", "unparseable", "error")
+
+
+class JudgeScoring:
+    """One training run's judge: starts judgments, waits for them, blends them in."""
+
+    def __init__(self, config: JudgeConfig, judge: Judge, tasks: Any = None):
+        self.config = config
+        self.judge = judge
+        self.step = 0
+        """The training step the latest batch belonged to (sets the votes of a schedule)."""
+        if config.mode == "anchor_rank" and tasks is not None:
+            missing = [t.id for t in tasks.tasks if not t.reference]
+            if missing:
+                raise RewardError(f"rewards.judge.mode is anchor_rank but {len(missing)} task(s) have no reference "
+                                  f"solution (e.g. {missing[0]})",
+                                  "give every task a reference, or use pointwise or group_rank")
+
+    @property
+    def votes(self) -> int:
+        return votes_at(self.step, self.config.votes, self.config.votes_schedule)
+
+    # ----------------------------------------------------------------- ballots
+
+    def _single(self, task: Any, program: str) -> Ballot:
+        k = self.votes
+        if self.config.mode == "anchor_rank":
+            first = prompts.anchor(task.prompt, program, task.reference, anchor_first=True)
+            second = prompts.anchor(task.prompt, program, task.reference, anchor_first=False)
+            return Ballot(((first, (k + 1) // 2),) + (((second, k // 2),) if k > 1 else ()), parse.comparison)
+        return Ballot(((prompts.pointwise(task.prompt, program), k),), parse.pointwise)
+
+    def _ranked(self, task: Any, programs: list[str]) -> Ballot:
+        return Ballot(((prompts.group(task.prompt, programs), self.votes),), parse.ranking, len(programs))
+
+    def start(self, task: Any, program: str | None) -> None:
+        """An answer's inputs exist: start its judgment if its mode judges answers one by one."""
+        if program and self.config.mode != "group_rank":
+            self.judge.ballot(self._single(task, program))
+
+    def early(self, task: Any, handle: Any) -> None:
+        """The trainer's hook for a finished completion (``EarlyJobs(on_submit=...)``)."""
+        if not self.config.overlap or self.config.mode == "group_rank":
+            return
+        program = handle.extraction.program
+        if self.config.blend in ("sum", "gate"):
+            self.start(task, program)
+        elif self.config.blend == "failing" and handle.future is not None:
+            def verdict(future: Future) -> None:
+                if future.exception() is None and future.result().status.value != "pass":
+                    self.start(task, program)
+            handle.future.add_done_callback(verdict)
+
+    # ----------------------------------------------------------------- scoring
+
+    def selected(self, tests: Sequence[float | None], passed: Sequence[bool], keys: Sequence[Any]) -> list[list[int]]:
+        """The sets of answers judged together (one answer each, or a group's tied answers)."""
+        out: list[list[int]] = []
+        for group in groups_of(keys):
+            live = [i for i in group if tests[i] is not None]
+            if self.config.blend == "failing":
+                live = [i for i in live if not passed[i]]
+            if self.config.blend == "gate":
+                levels: dict[float, list[int]] = {}
+                for i in live:
+                    level = next((v for v in levels if abs(v - tests[i]) <= TIE_TOL), tests[i])  # type: ignore[arg-type]
+                    levels.setdefault(level, []).append(i)  # type: ignore[arg-type]
+                sets = [s for s in levels.values() if len(s) > 1]
+            else:
+                sets = [live] if live else []
+            out.extend(sets if self.config.mode == "group_rank" else [[i] for s in sets for i in s])
+        return out
+
+    async def scores(self, tasks: Sequence[Any], programs: Sequence[str | None], tests: Sequence[float | None],
+                     passed: Sequence[bool], keys: Sequence[Any], step: int = 0) -> tuple[list[float | None], dict[str, float]]:
+        """Judge scores in [0, 1] (``None``: not judged or masked) and the batch's judge metrics."""
+        self.step = step
+        judged: list[float | None] = [None] * len(tasks)
+        waits: list[tuple[list[int], list[int], Future[Outcome]]] = []  # (answers, their place in the ballot)
+        for chosen in self.selected(tests, passed, keys):
+            with_code = [i for i in chosen if programs[i]]
+            for i in chosen:
+                if not programs[i]:
+                    judged[i] = 0.0  # nothing to judge: the lowest score, not a masked one
+            if self.config.mode != "group_rank":
+                waits.extend(([i], [0], self.judge.ballot(self._single(tasks[i], programs[i]))) for i in with_code)
+                continue
+            unique = sorted({programs[i] for i in with_code}, key=lambda p: hashlib.sha256(p.encode()).digest())
+            if len(unique) < 2:  # nothing to rank against: equal answers get equal (middle) scores
+                for i in with_code:
+                    judged[i] = 0.5 if len(with_code) > 1 else None
+                continue
+            place = {p: n for n, p in enumerate(unique)}
+            waits.append((with_code, [place[programs[i]] for i in with_code], self.judge.ballot(self._ranked(tasks[with_code[0]], unique))))
+        started = time.monotonic()
+        futures = {id(f): f for _, _, f in waits}
+        if futures:
+            await asyncio.wait([asyncio.wrap_future(f) for f in futures.values()], timeout=self.config.deadline_s)
+        waited = time.monotonic() - started
+        outcomes: dict[int, Outcome] = {}
+        masked: Counter[str] = Counter()
+        unparsed: set[int] = set()
+        for answers, places, future in waits:
+            outcome = future.result() if future.done() else Outcome((None,), "timeout")
+            outcomes[id(future)] = outcome
+            for i, p in zip(answers, places):
+                if outcome.masked:
+                    masked[outcome.masked] += 1
+                    if outcome.masked == "unparseable":
+                        unparsed.add(i)
+                else:
+                    judged[i] = outcome.scores[p]
+        metrics = self._metrics(judged, passed, list(outcomes.values()), masked, waited, len(waits))
+        # An answer can provoke an unparseable judgment (instructions in its code): it never
+        # helps, so such an answer counts as its group's lowest judge score.
+        for group in groups_of(keys):
+            present = [judged[i] for i in group if judged[i] is not None]
+            for i in unparsed.intersection(group):
+                judged[i] = min(present) if present else None  # type: ignore[type-var]
+        return judged, metrics
+
+    def _metrics(self, judged: list[float | None], passed: Sequence[bool], outcomes: list[Outcome],
+                 masked: Counter[str], waited: float, items: int) -> dict[str, float]:
+        fresh = [o for o in outcomes if not o.cached and o.masked != "timeout"]
+        out = {M.JUDGE_ITEMS: float(items), M.JUDGE_CALLS: float(sum(o.calls for o in fresh)),
+               M.JUDGE_CACHE_HITS: float(sum(o.cached for o in outcomes)),
+               M.JUDGE_TOKENS: float(sum(o.tokens for o in fresh)),
+               M.JUDGE_BUSY_S: busy_s([o.span for o in fresh if o.span is not None]),
+               M.JUDGE_WAIT_S: waited, M.JUDGE_VOTES: float(self.votes)}
+        for reason in MASK_REASONS:
+            out[M.judge_masked(reason)] = float(masked.get(reason, 0))
+        latencies = [o.latency_s for o in fresh]
+        if latencies:
+            out[M.JUDGE_LATENCY_P50_S] = percentile(latencies, 50)
+            out[M.JUDGE_LATENCY_P99_S] = percentile(latencies, 99)
+        present = [(s, p) for s, p in zip(judged, passed) if s is not None]
+        if present:
+            out[M.JUDGE_SCORE_MEAN] = sum(s for s, _ in present) / len(present)
+            area = auc([s for s, _ in present], [p for _, p in present])
+            if area is not None:
+                out[M.JUDGE_AUC] = area
+        return out
+
+    def blend(self, base: Sequence[float | None], tests: Sequence[float | None], judged: Sequence[float | None],
+              passed: Sequence[bool], keys: Sequence[Any]) -> list[float | None]:
+        """``base`` (the reward so far) moved by the judge scores as ``blend`` says; test levels
+        and group membership come from ``tests`` and ``keys``."""
+        weight, out = self.config.weight, list(base)
+        groups = groups_of(keys)
+        if self.config.blend == "sum":
+            scaled = normalize_groups(judged, groups) if self.config.normalize == "group" else list(judged)
+            return [None if b is None else b + (weight * s if s is not None else 0.0) for b, s in zip(base, scaled)]
+        for group in groups:
+            live = [i for i in group if tests[i] is not None and out[i] is not None]
+            levels = sorted({round(tests[i], 9) for i in live})  # type: ignore[arg-type]
+            if self.config.blend == "gate":
+                gaps = [b - a for a, b in zip(levels, levels[1:])]
+                span = min([weight, *(g / 2 for g in gaps)])
+                for level in levels:
+                    tied = [i for i in live if abs(tests[i] - level) <= TIE_TOL and judged[i] is not None]  # type: ignore[operator]
+                    for i, v in zip(tied, normalize_groups([judged[i] for i in tied], [list(range(len(tied)))])):
+                        out[i] = out[i] + span * v  # type: ignore[operator]
+                continue
+            passing = [tests[i] for i in live if passed[i]]
+            for i in live:
+                if not passed[i] and judged[i] is not None:
+                    room = (min(passing) - tests[i]) / 2 if passing else weight  # type: ignore[operator]
+                    out[i] = out[i] + min(weight, max(0.0, room)) * judged[i]  # type: ignore[operator]
+        return out
+
+
+def build_judge(config: JudgeConfig, tasks: Any = None) -> JudgeScoring | None:
+    """The run's judge, or ``None`` when it is off (``weight: 0``)."""
+    if config.weight <= 0:
+        return None
+    if not (config.url and config.model):
+        raise RewardError("rewards.judge.weight > 0 but url or model is null",
+                          "set rewards.judge.url (the server's base URL, e.g. http://127.0.0.1:8000/v1) and model")
+    judge = Judge(config.url, config.model, temperature=config.temperature, max_tokens=config.max_tokens,
+                  timeout_s=config.timeout_s, retries=config.retries, concurrency=config.concurrency,
+                  cache_size=config.cache_size, aggregation=config.aggregate, guided=config.guided)
+    return JudgeScoring(config, judge, tasks)
