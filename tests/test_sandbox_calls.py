@@ -14,7 +14,8 @@ import pytest
 
 from conftest import BACKENDS, backend_sandbox
 from grpo_code.sandbox import CallTest, Job, Limits, ScriptTest, Status, Verdict
-from grpo_code.sandbox.wire import split_wire, wire_for
+from grpo_code.sandbox.pool import WorkerPool
+from grpo_code.sandbox.wire import split_wire, wire_for, wire_size
 
 FAST = Limits(timeout_s=1.0, memory_mb=256)
 
@@ -166,6 +167,31 @@ def test_a_large_answer_written_as_the_expected_value_passes_and_any_other_is_ju
     tests = tuple(CallTest("f", (k,), big, compare="python") for k in range(3))
     [result] = sandbox.run([Job(program, tests, limits=FAST)])
     assert verdicts(result) == ["pass", "fail", "fail"], result
+
+
+def test_large_expected_values_stay_on_the_host_unless_an_answer_needs_them(sandbox, monkeypatch):
+    """A job is first sent with its large expected values held back (digests only): right
+    answers pass on the digest. An answer that is not the value's exact bytes (equal by value,
+    or wrong) is undecided there, and the job is sent again, whole, and judged as always."""
+    sent: list[int] = []
+    run = WorkerPool.run
+
+    def spy(self, part, *args, **kwargs):
+        sent.append(wire_size(part))
+        return run(self, part, *args, **kwargs)
+
+    monkeypatch.setattr(WorkerPool, "run", spy)
+    big = list(range(20000))  # 109 KiB of JSON
+    program = ("def f(k):\n    row = list(range(20000))\n"
+               "    if k == 1:\n        row = [float(x) for x in row]\n"
+               "    if k == 2:\n        row[-1] = -1\n    return row\n")
+    [right] = sandbox.run([Job(program, (CallTest("f", (0,), big), CallTest("f", (0,), big)), limits=FAST)])
+    assert verdicts(right) == ["pass", "pass"] and len(sent) == 1 and sent[0] < 4096, sent
+    sent.clear()
+    [mixed] = sandbox.run([Job(program, tuple(CallTest("f", (k,), big) for k in range(3)), limits=FAST)])
+    assert verdicts(mixed) == ["pass", "pass", "fail"], mixed  # 1.0 == 1 under the default comparison
+    assert len(sent) == 2 and sent[0] < 4096 < 3 * 100_000 < sent[1], sent
+    assert "expected [0, 1, 2" in mixed.tests[2].message
 
 
 def test_a_large_right_answer_over_its_cpu_limit_is_a_timeout(sandbox):

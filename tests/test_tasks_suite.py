@@ -322,6 +322,30 @@ def test_oracle_tests_need_a_reference_and_fill_from_it(tmp_path: Path, tmp_cach
         assert again.tasks[0] == task
 
 
+def test_the_oracle_keeps_the_digests_of_large_values_it_stored(tmp_path: Path, tmp_cache: Path) -> None:
+    """A large expected value's digest is stored with it: a cached resolve encodes the tests
+    as a fresh one does (same store key, same held-back tests) without writing the value out."""
+    from grpo_code.config import SandboxConfig
+    from grpo_code.sandbox import Sandbox
+    from grpo_code.sandbox.types import encode_tests
+    from grpo_code.tasks import oracle
+
+    record = {"id": "big/1", "prompt": "Write f(n).", "entry_point": "f",
+              "reference": "def f(n):\n    return list(range(n))\n",
+              "tests": [{"kind": "call", "fn": "f", "args": [20000]}, {"kind": "call", "fn": "f", "args": [3]}]}
+    suite = load_suite(str(make_suite(tmp_path, [json.dumps(record)])))
+    with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
+        [fresh] = oracle.resolve(suite, sandbox)[0].tasks
+        [cached] = oracle.resolve(suite, sandbox)[0].tasks
+        assert cached.__dict__["_large_expected"] == fresh.encoded_tests.large and list(fresh.encoded_tests.large) == [0]
+        plain = encode_tests(cached.tests)
+        assert cached.encoded_tests.digest == fresh.encoded_tests.digest == plain.digest
+        assert cached.encoded_tests.held.text == plain.held.text and "expected_held" in plain.held.texts[0]
+        assert cached.encoded_tests.texts == plain.texts and '"expected": [0, 1, 2' in plain.texts[0]
+        [ok] = sandbox.run([cached.job(cached.reference)])
+        assert ok.status.value == "pass"
+
+
 def test_isolation_and_stop_on_failure_reach_the_job() -> None:
     from grpo_code.tasks.schema import task_from_dict
 

@@ -88,6 +88,24 @@ def wire_for(job: Job, config: Any) -> dict[str, Any]:
                     config.compile_timeout_s, config.compile_memory_mb)
 
 
+UNDECIDED = "undecided"
+"""A test's verdict from the executor when its answer is not the held expected value's
+exact bytes, and the flag of such a result: the host sends the job again with the value
+(never a verdict of its own)."""
+
+
+def held_wire(wire: dict[str, Any]) -> dict[str, Any] | None:
+    """The wire job with its large expected values held back (their digests travel), or
+    ``None`` when it has none (:attr:`~grpo_code.sandbox.types.EncodedTests.held`)."""
+    encoded = own_encoding(wire)
+    if encoded is None or encoded.held is None:
+        return None
+    held = Wire({**wire})
+    held.encoded = encoded.held
+    held["tests"] = encoded.held.dicts
+    return held
+
+
 def split_wire(wire: dict[str, Any], part_bytes: int = JOB_PART_BYTES) -> list[dict[str, Any]] | str:
     """The wire job as parts of at most ``part_bytes`` of JSON (usually one part: itself),
     or a message when one test alone is over :data:`MAX_TEST_BYTES`."""

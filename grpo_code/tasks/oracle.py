@@ -42,20 +42,24 @@ def _key(task: Task, fingerprint: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _load(path: Path) -> dict[int, Any] | None:
+def _load(path: Path) -> tuple[dict[int, Any], dict[int, str] | None] | None:
+    """The stored values, and the digests of the large ones (``None`` in an older file)."""
     try:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
-        return {int(i): v for i, v in data["values"].items()}
-    except (OSError, ValueError, KeyError, TypeError, EOFError):
+        large = data.get("large")
+        return ({int(i): v for i, v in data["values"].items()},
+                {int(i): str(h) for i, h in large.items()} if isinstance(large, dict) else None)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, AttributeError):
         return None  # absent or torn: computed again
 
 
-def _store(path: Path, values: dict[int, Any]) -> None:
+def _store(path: Path, values: dict[int, Any], large: dict[int, str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
     with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as f:
-        json.dump({"schema": SCHEMA, "values": {str(i): v for i, v in values.items()}}, f)
+        json.dump({"schema": SCHEMA, "values": {str(i): v for i, v in values.items()},
+                   "large": {str(i): h for i, h in large.items()}}, f)
     tmp.replace(path)
 
 
@@ -63,10 +67,12 @@ def _pending(task: Task) -> list[int]:
     return [i for i, t in enumerate(task.tests) if not getattr(t, "has_expected", True)]
 
 
-def fill(task: Task, values: dict[int, Any]) -> Task:
+def fill(task: Task, values: dict[int, Any], large: dict[int, str] | None = None) -> Task:
     """``task`` with the recorded answers as its tests' expected values. Its content hash
     stays the task's as written (the answers follow from its reference), so a suite's hash
-    is the same before and after and costs nothing to compute here."""
+    is the same before and after and costs nothing to compute here. ``large``: the digests
+    of its large expected values (:func:`~grpo_code.sandbox.types.large_expected`), which
+    its encoded tests then use instead of writing those values out again."""
     tests = list(task.tests)
     for i, value in values.items():
         test = copy.copy(tests[i])  # the value is the sandbox's answer, already valid: no re-validation
@@ -74,6 +80,8 @@ def fill(task: Task, values: dict[int, Any]) -> Task:
         tests[i] = test
     filled = dataclasses.replace(task, tests=tuple(tests))
     filled.__dict__["_content_hash"] = task.content_hash()
+    if large is not None:
+        filled.__dict__["_large_expected"] = large
     return filled
 
 
@@ -102,8 +110,8 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
         path = oracle_dir() / f"{_key(task, sandbox.fingerprint(task.language))}.json.gz"
         cached = _load(path) if use_cache else None
         indices = _pending(task)
-        if cached is not None and set(cached) == set(indices):
-            resolved[task.id] = fill(task, cached)
+        if cached is not None and set(cached[0]) == set(indices):
+            resolved[task.id] = fill(task, *cached)
             continue
         only = dataclasses.replace(task, tests=tuple(task.tests[i] for i in indices))
         jobs.append((task, indices, path, verifier.record(only, task.reference)))
@@ -117,8 +125,9 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
         if values is None:
             broken[task.id] = problem or "reference oracle failed"
         else:
-            _store(path, values)
-            resolved[task.id] = fill(task, values)
+            filled = fill(task, values)
+            _store(path, values, filled.encoded_tests.large)  # encoded here once, as every job will send them
+            resolved[task.id] = filled
         if progress:
             progress(done, len(jobs))
     tasks = tuple(resolved.get(t.id, t) for t in suite.tasks if t.id not in broken)

@@ -93,8 +93,9 @@ class Task:
 
     @cached_property
     def encoded_tests(self) -> EncodedTests:
-        """The tests as every job of this task sends them, encoded once."""
-        return encode_tests(self.tests)
+        """The tests as every job of this task sends them, encoded once (with the digests of
+        its large expected values when the reference oracle filled them in and knew them)."""
+        return encode_tests(self.tests, self.__dict__.get("_large_expected"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -302,6 +302,8 @@ def judge_call(o: Outcome, tree, encoded: bool = True) -> tuple[str, str]:
     if test.get("_record"):
         return "pass", ""
     if "expected" not in test:
+        if test.get("expected_held"):  # the host holds the value: it sends the job again with it
+            return "undecided", ""
         raise HarnessFailure("a call test without an expected value or checker")
     if compare.values_equal(value, decode_expected(o), test):
         return "pass", ""
