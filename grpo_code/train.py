@@ -259,7 +259,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         verifier = reward_verifier(cfg.rewards, sandbox, scored_tasks, extract=cfg.tasks.extract)
         multi = multi_turn(cfg, style, verifier, log)
         judge = build_judge(cfg.rewards.judge, scored_tasks)
-        early = (EarlyJobs(verifier, style, on_submit=judge.early if judge is not None else None)
+        early = (EarlyJobs(verifier, style, on_program=judge.early if judge is not None else None)
                  if cfg.rewards.overlap and multi is None else None)
         funcs = build_reward_funcs(cfg.rewards, verifier, style=style, end_token_ids=end_token_ids(model, tokenizer),
                                    turn_cost=cfg.train.multi_turn.turn_cost, early=early, judge=judge)

@@ -256,6 +256,33 @@ def test_judgments_are_cached_by_content_and_shared_while_running(fake) -> None:
     assert len(fake.requests) == 1 and again[M.JUDGE_CACHE_HITS] == 1 and again[M.JUDGE_CALLS] == 0
 
 
+def test_a_judgment_started_early_counts_for_the_step_that_uses_it(fake) -> None:
+    """Done before the reward function asks: its request, tokens and time are that step's
+    (busy from when it started), not a cache hit; the next step's use is one."""
+    js = scoring(fake, blend="sum")
+    fake.delay_s = 0.2
+    js.early(task(), RIGHT, None)  # its code block closed while the completion generated
+    time.sleep(0.5)
+    _, metrics = run(js, [RIGHT], [1.0], [True])
+    assert metrics[M.JUDGE_CALLS] == 1 and metrics[M.JUDGE_CACHE_HITS] == 0 and metrics[M.JUDGE_BUSY_S] >= 0.2
+    assert metrics[M.JUDGE_WAIT_S] < 0.1  # nothing left to wait for
+    _, later = run(js, [RIGHT], [1.0], [True])
+    assert later[M.JUDGE_CACHE_HITS] == 1 and later[M.JUDGE_CALLS] == 0
+
+
+def test_failing_starts_a_judgment_when_the_verdict_arrives(fake) -> None:
+    from concurrent.futures import Future
+
+    js = scoring(fake, blend="failing")
+    passed, failed = Future(), Future()
+    js.early(task(), RIGHT, passed)
+    js.early(task(), WRONG, failed)
+    passed.set_result(SimpleNamespace(status=SimpleNamespace(value="pass")))
+    failed.set_result(SimpleNamespace(status=SimpleNamespace(value="fail")))
+    time.sleep(0.3)
+    assert len(fake.requests) == 1 and "a - b" in fake.requests[0]["messages"][1]["content"]
+
+
 def test_a_late_judgment_is_masked_as_timeout_and_stored_when_it_lands(fake) -> None:
     js = scoring(fake, blend="sum", deadline_s=0.2)
     fake.delay_s = 1.0

@@ -192,6 +192,10 @@ def test_large_expected_values_stay_on_the_host_unless_an_answer_needs_them(sand
     assert verdicts(mixed) == ["pass", "pass", "fail"], mixed  # 1.0 == 1 under the default comparison
     assert len(sent) == 2 and sent[0] < 4096 < 3 * 100_000 < sent[1], sent
     assert "expected [0, 1, 2" in mixed.tests[2].message
+    sent.clear()
+    wrong_first = "def f(k):\n    print('ran', k)\n    return [] if k == 0 else list(range(20000))\n"
+    [again] = sandbox.run([Job(wrong_first, tuple(CallTest("f", (k,), big) for k in range(3)), limits=FAST)])
+    assert verdicts(again) == ["fail", "pass", "pass"] and len(sent) == 2, again  # every test judged, once whole
 
 
 def test_a_large_right_answer_over_its_cpu_limit_is_a_timeout(sandbox):

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import BENCH
 from grpo_code.errors import MissingFileError, SuiteError
-from grpo_code.sandbox.types import CallTest, ScriptTest
+from grpo_code.sandbox.types import CallTest, LimitsError, ScriptTest
 from grpo_code.tasks import Task, adapters, load_suite, render, write_suite
 from grpo_code.tasks.records import Conversion, Unreadable, UnreadableRecordsError
 from grpo_code.tasks.suite import converted_tasks, suite_from_records
@@ -317,7 +317,7 @@ def test_oracle_tests_need_a_reference_and_fill_from_it(tmp_path: Path, tmp_cach
         assert "o/2" in failed and "test 1" in failed["o/2"] and "ZeroDivisionError" in failed["o/2"]
         [ok, wrong] = sandbox.run([task.job(task.reference), task.job("def f(x):\n    return [x, [x]]\n")])
         assert ok.status.value == "pass" and wrong.passed == 0
-        assert list(oracle.oracle_dir().glob("*.json.gz"))  # cached: the next resolve runs nothing
+        assert list(oracle.oracle_dir().glob(f"*.{oracle.FORMAT}"))  # cached: the next resolve runs nothing
         again, _ = oracle.resolve(suite, sandbox)
         assert again.tasks[0] == task
 
@@ -344,6 +344,35 @@ def test_the_oracle_keeps_the_digests_of_large_values_it_stored(tmp_path: Path, 
         assert cached.encoded_tests.texts == plain.texts and '"expected": [0, 1, 2' in plain.texts[0]
         [ok] = sandbox.run([cached.job(cached.reference)])
         assert ok.status.value == "pass"
+
+
+def test_reference_factor_sets_the_time_limit_from_the_references_slowest_test(tmp_path: Path,
+                                                                                tmp_cache: Path) -> None:
+    """evalplus's rule, per task: factor x the reference's slowest test, at least 1 s, at most
+    ``timeout_s``; the same from a cached oracle; a program that loops stops there."""
+    import time
+
+    from grpo_code.config import SandboxConfig
+    from grpo_code.sandbox import Limits, Sandbox
+    from grpo_code.tasks import oracle
+
+    limits = Limits.from_dict({"timeout_s": 10, "reference_factor": 4})
+    assert limits.from_reference(0.001) == Limits(1.0, None) and limits.from_reference(1.5) == Limits(6.0, None)
+    assert limits.from_reference(30) == Limits(10.0, None) and Limits(reference_factor=2).from_reference(8) == Limits(16.0)
+    assert Limits().over(limits) == limits and Limits(timeout_s=3).from_reference(100) == Limits(timeout_s=3)
+    with pytest.raises(LimitsError, match="reference_factor"):
+        Limits.from_dict({"reference_factor": 0})
+    record = {"id": "r/1", "prompt": "Write f(n).", "entry_point": "f", "limits": {"timeout_s": 10, "reference_factor": 4},
+              "reference": "def f(n):\n    return sum(range(n))\n",
+              "tests": [{"kind": "call", "fn": "f", "args": [10]}, {"kind": "call", "fn": "f", "args": [1000]}]}
+    suite = load_suite(str(make_suite(tmp_path, [json.dumps(record)])))
+    with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
+        [fresh] = oracle.resolve(suite, sandbox)[0].tasks
+        [cached] = oracle.resolve(suite, sandbox)[0].tasks
+        assert fresh.limits == cached.limits == Limits(1.0, None)  # a quick reference: the 1 s floor
+        started = time.monotonic()
+        [looped] = sandbox.run([cached.job("def f(n):\n    while True:\n        pass\n")])
+        assert looped.tests[0].verdict.value == "timeout" and time.monotonic() - started < 8
 
 
 def test_isolation_and_stop_on_failure_reach_the_job() -> None:

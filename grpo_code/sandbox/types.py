@@ -46,22 +46,38 @@ class LimitsError(FieldError):
     Each reader (job file, task line, suite.yaml) wraps it into its own error with its location."""
 
 
+REFERENCE_MIN_S = 1.0
+"""The least per-test time limit that ``reference_factor`` gives (as evalplus's minimum)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Per-test limits; ``None`` fields take the values of the sandbox config."""
 
     timeout_s: float | None = None
     memory_mb: int | None = None
+    reference_factor: float | None = None
+    """A task with a reference oracle: its per-test time limit becomes this many times the
+    reference's slowest test (CPU time, measured by the oracle), at least
+    :data:`REFERENCE_MIN_S`, at most ``timeout_s`` (evalplus's rule, taken per task)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            k: v for k, v in (("timeout_s", self.timeout_s), ("memory_mb", self.memory_mb)) if v is not None
-        }
+        return {k: v for k, v in (("timeout_s", self.timeout_s), ("memory_mb", self.memory_mb),
+                                  ("reference_factor", self.reference_factor)) if v is not None}
 
     def over(self, base: Limits) -> Limits:
         """These limits, with the fields left ``None`` taken from ``base`` (a task's over its suite's)."""
-        return Limits(self.timeout_s if self.timeout_s is not None else base.timeout_s,
-                      self.memory_mb if self.memory_mb is not None else base.memory_mb)
+        return Limits(*(getattr(self, k) if getattr(self, k) is not None else getattr(base, k)
+                        for k in ("timeout_s", "memory_mb", "reference_factor")))
+
+    def from_reference(self, reference_cpu_s: float) -> Limits:
+        """The limits once the reference's slowest test is known (``reference_factor`` applied)."""
+        if self.reference_factor is None:
+            return self
+        timeout = max(REFERENCE_MIN_S, self.reference_factor * reference_cpu_s)
+        if self.timeout_s is not None:
+            timeout = min(timeout, self.timeout_s)
+        return Limits(round(timeout, 3), self.memory_mb, None)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "limits") -> Limits:
@@ -69,17 +85,21 @@ class Limits:
         :class:`LimitsError` naming the field and what it must be."""
         if data is None:
             return cls()
+        known = ("timeout_s", "memory_mb", "reference_factor")
         if not isinstance(data, dict):
-            raise LimitsError(where, f"{data!r} must be an object with timeout_s and/or memory_mb")
-        unknown = sorted(set(data) - {"timeout_s", "memory_mb"})
+            raise LimitsError(where, f"{data!r} must be an object with any of {', '.join(known)}")
+        unknown = sorted(set(data) - set(known))
         if unknown:
-            raise LimitsError(where, f"has unknown keys {unknown} (known: timeout_s, memory_mb)")
-        timeout, memory = data.get("timeout_s"), data.get("memory_mb")
+            raise LimitsError(where, f"has unknown keys {unknown} (known: {', '.join(known)})")
+        timeout, memory, factor = (data.get(k) for k in known)
         if timeout is not None and not (_number(timeout) and 0 < timeout <= 600):
             raise LimitsError(f"{where}.timeout_s", f"{timeout!r} must be seconds in (0, 600]")
         if memory is not None and not (_number(memory) and isinstance(memory, int) and memory >= 16):
             raise LimitsError(f"{where}.memory_mb", f"{memory!r} must be an integer >= 16")
-        return cls(float(timeout) if timeout is not None else None, memory)
+        if factor is not None and not (_number(factor) and 0 < factor <= 1000):
+            raise LimitsError(f"{where}.reference_factor", f"{factor!r} must be a number in (0, 1000]")
+        return cls(float(timeout) if timeout is not None else None, memory,
+                   float(factor) if factor is not None else None)
 
 
 def _number(value: Any) -> bool:

@@ -196,7 +196,7 @@ def evalplus(records: list[Record], source: str = "evalplus", tests: str = "all"
             "entry_point": entry,
             "reference": reference,
             "tests": task_tests,
-            "limits": {"timeout_s": 10},
+            "limits": {"timeout_s": 10, "reference_factor": 4},
             "metadata": {"source": f"{dataset}+", "split": "test",
                          "test_groups": {k: len(v) for k, v in chosen.items()}},
         }

@@ -9,8 +9,9 @@ as TRL hands them over. :class:`EarlyJobs` is all the trainer holds of scoring:
   that run is its run, counted as executed, not as a cache hit);
 - ``discard()``: the batch is over; forget what was not claimed.
 
-``on_submit(task, handle)``, if given, hears of each finished completion's handle as it is
-made (the generative judge starts its judgments there).
+``on_program(task, program, verdict)``, if given, hears of each program as it starts: a
+finished completion's (``verdict``: the future of its result, ``None`` without code) and a
+speculated one's (``verdict`` ``None``). The generative judge starts its judgments there.
 
 The reward function ``claim``s each completion's early handle (or submits it then).
 Handles are keyed by (task id, text, whether it was cut at the length limit).
@@ -38,10 +39,11 @@ def cut_at_limit(completion_ids: Sequence[int] | None, end_token_ids: frozenset[
 class EarlyJobs:
     """Early submission and speculation for one trainer (thread-safe)."""
 
-    def __init__(self, verifier: Verifier, style: str, on_submit: Callable[[Any, Handle], None] | None = None):
+    def __init__(self, verifier: Verifier, style: str,
+                 on_program: Callable[[Any, str | None, Any], None] | None = None):
         self.verifier = verifier
         self.style = style
-        self.on_submit = on_submit
+        self.on_program = on_program
         self._lock = threading.Lock()
         self._early: dict[tuple[str, str, bool], list[Handle]] = defaultdict(list)
         self._speculative: set[str] = set()
@@ -55,8 +57,8 @@ class EarlyJobs:
         handle = self._own(self.verifier.submit(task, text, self.style, truncated))
         with self._lock:
             self._early[(task_id, text, truncated)].append(handle)
-        if self.on_submit is not None:
-            self.on_submit(task, handle)
+        if self.on_program is not None:
+            self.on_program(task, handle.extraction.program, handle.future)
         return handle
 
     def speculate(self, task_id: str, partial: str) -> bool:
@@ -72,6 +74,8 @@ class EarlyJobs:
                 self._speculative.add(key)
                 self.speculated += 1
 
+        if self.on_program is not None:
+            self.on_program(task, extraction.program, None)
         return self.verifier.start(self.verifier.job(task, extraction.program), launched) is not None
 
     def claim(self, task: Any, completion: Any, style: str, truncated: bool = False) -> Handle:

@@ -86,6 +86,7 @@ class Judge:
         self._lock = threading.Lock()
         self._done: OrderedDict[str, Outcome] = OrderedDict()
         self._running: dict[str, Future[Outcome]] = {}
+        self._claimed: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="grpo-judge")
 
     def key(self, ballot: Ballot) -> str:
@@ -93,15 +94,21 @@ class Judge:
                  [[list(p.messages), n] for p, n in ballot.prompts]]
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
-    def ballot(self, ballot: Ballot) -> Future[Outcome]:
-        """The item's judgment: stored, running, or started now."""
+    def ballot(self, ballot: Ballot, claim: bool = True) -> Future[Outcome]:
+        """The item's judgment: stored, running, or started now. ``claim``: the caller uses it
+        (a reward function); the first claim of a judgment that was started early gets it as
+        made (its requests and time count for that step), later ones get a cache hit.
+        ``claim=False`` starts one early without using it."""
         key = self.key(ballot)
         with self._lock:
+            first = claim and key not in self._claimed
+            if claim:
+                self._claimed.add(key)
             stored = self._done.get(key)
             if stored is not None:
                 self._done.move_to_end(key)
                 done: Future[Outcome] = Future()
-                done.set_result(Outcome(stored.scores, None, 0.0, 0, 0, True, stored.votes))
+                done.set_result(stored if first else Outcome(stored.scores, None, 0.0, 0, 0, True, stored.votes))
                 return done
             running = self._running.get(key)
             if running is not None:
@@ -142,7 +149,9 @@ class Judge:
             if outcome.masked is None:
                 self._done[key] = outcome
                 while len(self._done) > self.cache_size:
-                    self._done.popitem(last=False)
+                    self._claimed.discard(self._done.popitem(last=False)[0])
+            else:
+                self._claimed.discard(key)  # asked again next time, as a new judgment
         return outcome
 
     def _sample(self, prompt: JudgePrompt, n: int) -> tuple[list[str | None], int, int]:

@@ -13,10 +13,11 @@ request. Which answers are judged depends on ``rewards.judge.blend``:
 - ``failing``: only answers that did not pass; each gets ``weight * judge``, kept below
   half the gap to the lowest passing answer of its group.
 
-Timing: with ``overlap`` on, an answer's judgment starts as the trainer hands the finished
-completion to the sandbox (``sum``; ``gate`` too, before anyone knows whether the answer
-will tie: a judgment that turns out unneeded is not used), or the moment its verdict
-arrives (``failing``); a ``group_rank`` judgment needs its group's answers (and, gated,
+Timing: with ``overlap`` on, an answer's judgment starts as soon as its program is whole:
+when the trainer starts that program in the sandbox, as its code block closes while the
+completion still generates, or as the completion ends (``sum``; ``gate`` too, before anyone
+knows whether the answer will tie: a judgment that turns out unneeded is not used); or
+the moment its verdict arrives (``failing``); a ``group_rank`` judgment needs its group's answers (and, gated,
 their verdicts) and starts as soon as the reward function has them. Every judgment is content-keyed in the
 :class:`~.client.Judge`, so the reward function finds those started early. It then waits
 at most ``deadline_s``; a judgment not in by then is masked (``timeout``): the answer keeps
@@ -82,20 +83,21 @@ class JudgeScoring:
     def start(self, task: Any, program: str | None) -> None:
         """An answer's inputs exist: start its judgment if its mode judges answers one by one."""
         if program and self.config.mode != "group_rank":
-            self.judge.ballot(self._single(task, program))
+            self.judge.ballot(self._single(task, program), claim=False)
 
-    def early(self, task: Any, handle: Any) -> None:
-        """The trainer's hook for a finished completion (``EarlyJobs(on_submit=...)``)."""
+    def early(self, task: Any, program: str | None, verdict: Future | None) -> None:
+        """The trainer's hook (``EarlyJobs(on_program=...)``): an answer's program is whole, as
+        its completion ended or, still generating, closed its code block (``verdict`` is then
+        ``None``: the judgment starts only where the blend needs no verdict)."""
         if not self.config.overlap or self.config.mode == "group_rank":
             return
-        program = handle.extraction.program
         if self.config.blend in ("sum", "gate"):
             self.start(task, program)
-        elif self.config.blend == "failing" and handle.future is not None:
-            def verdict(future: Future) -> None:
+        elif self.config.blend == "failing" and verdict is not None:
+            def judged(future: Future) -> None:
                 if future.exception() is None and future.result().status.value != "pass":
                     self.start(task, program)
-            handle.future.add_done_callback(verdict)
+            verdict.add_done_callback(judged)
 
     # ----------------------------------------------------------------- scoring
 

@@ -55,7 +55,8 @@ def not_run() -> dict:
 def run_tests(job: dict, zygote) -> list[dict]:
     """Every test of a Python job, in order: runs of ``call`` tests in a :class:`Session`
     (unless ``isolation`` is ``test``), the others each in a process of its own. With
-    ``stop_on_failure``, the tests after the first that does not pass are ``not_run``."""
+    ``stop_on_failure``, the tests after the first that does not pass are ``not_run``, and
+    so are those after an ``undecided`` one in any job."""
     shared = job.get("isolation", "job") == "job"
     stop = bool(job.get("stop_on_failure"))
     tests = job["tests"]
@@ -73,8 +74,8 @@ def run_tests(job: dict, zygote) -> list[dict]:
                 session.close()
         else:
             results.append(pyjob.run_python_test(job, tests[i], zygote))
-        if stop and any(r["verdict"] != "pass" for r in results[i:]):
-            break
+        if any(r["verdict"] == "undecided" or (stop and r["verdict"] != "pass") for r in results[i:]):
+            break  # an undecided test: the host sends the job again whole, so the rest would be wasted
     return results + [not_run() for _ in tests[len(results):]]
 
 
@@ -175,7 +176,7 @@ class Session:
     # ------------------------------------------------------------------ the tests
 
     def run(self, tests: list[dict], stop: bool) -> list[dict]:
-        """The results of ``tests`` (fewer when ``stop`` and one did not pass)."""
+        """The results of ``tests`` (fewer when ``stop`` and one did not pass, or one was undecided)."""
         results: list[dict] = []
         while len(results) < len(tests):
             if self.unloaded is not None:
@@ -202,7 +203,7 @@ class Session:
                 start = time.monotonic()
                 result = self._result(test, seen, seq)
                 results.append(result)
-                if stop and result["verdict"] != "pass":
+                if (stop and result["verdict"] != "pass") or result["verdict"] == "undecided":
                     return results
                 if self.proc is None:  # this test ended the process: a new one for the rest
                     break
