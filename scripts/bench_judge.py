@@ -24,6 +24,7 @@ the judge's busy time (summed request-to-verdict time of the step's judgments,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -45,7 +46,8 @@ def run(name: str, judge: list[str], steps: int, overrides: list[str], root: Pat
     out = root / name
     cfg = load_config(None, ["generation.backend=hf", f"train.trl.max_steps={steps}", "train.trl.save_steps=100000",
                              f"output.dir={out}", *judge, *overrides])
-    run_training(cfg, log=lambda m: print(m, file=sys.stderr))
+    with contextlib.redirect_stdout(sys.stderr):  # the progress lines; stdout is the report
+        run_training(cfg, log=lambda m: print(m, file=sys.stderr))
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if M.REWARD in r][1:] or [r for r in rows if M.REWARD in r][-1:]
     means = {k: sum(r.get(m, 0.0) for r in rows) / len(rows) for k, m in KEYS.items()}
