@@ -327,7 +327,7 @@ def test_the_oracle_keeps_the_digests_of_large_values_it_stored(tmp_path: Path, 
     as a fresh one does (same store key, same held-back tests) without writing the value out."""
     from grpo_code.config import SandboxConfig
     from grpo_code.sandbox import Sandbox
-    from grpo_code.sandbox.types import encode_tests
+    from grpo_code.sandbox.encoded import encode_tests
     from grpo_code.tasks import oracle
 
     record = {"id": "big/1", "prompt": "Write f(n).", "entry_point": "f",

@@ -96,7 +96,7 @@ exact bytes, and the flag of such a result: the host sends the job again with th
 
 def held_wire(wire: dict[str, Any]) -> dict[str, Any] | None:
     """The wire job with its large expected values held back (their digests travel), or
-    ``None`` when it has none (:attr:`~grpo_code.sandbox.types.EncodedTests.held`)."""
+    ``None`` when it has none (:attr:`~grpo_code.sandbox.encoded.EncodedTests.held`)."""
     encoded = own_encoding(wire)
     if encoded is None or encoded.held is None:
         return None

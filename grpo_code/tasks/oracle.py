@@ -82,7 +82,7 @@ def fill(task: Task, values: dict[int, Any], large: dict[int, str] | None = None
     """``task`` with the recorded answers as its tests' expected values. Its content hash
     stays the task's as written (the answers follow from its reference), so a suite's hash
     is the same before and after and costs nothing to compute here. ``large``: the digests
-    of its large expected values (:func:`~grpo_code.sandbox.types.large_expected`), which
+    of its large expected values (:func:`~grpo_code.sandbox.encoded.large_expected`), which
     its encoded tests then use instead of writing those values out again.
     ``reference_cpu_s``: the reference's slowest test, for ``limits.reference_factor``."""
     tests = list(task.tests)
