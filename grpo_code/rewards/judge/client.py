@@ -6,8 +6,8 @@ texts, votes, sampling) returns the same future while it runs and the stored res
 so a judgment started early (as an answer finished) is the one the reward function later
 waits for. Only whole judgments are stored: a failed or unparseable one is asked again next
 time. A vote is one sampled output (``n`` in the request; servers that give fewer are asked
-again); votes that do not parse are dropped, and an item none of whose votes parse is
-masked (``unparseable``). A request that fails after its retries masks the item (``error``).
+again); a vote that does not parse scores 0 (an answer can provoke one), and an item none
+of whose votes parse is masked (``unparseable``). A request that fails after its retries masks the item (``error``).
 
 ``guided``: each request carries a regular expression of the output (a few lines of
 critique, then the verdict line) as vLLM's ``structured_outputs``, so a server that
@@ -60,7 +60,7 @@ class Outcome:
     calls: int = 0
     cached: bool = False
     votes: int = 0
-    """Votes that parsed."""
+    """Votes, parsed or not."""
     error: str | None = None
     span: tuple[float, float] | None = None
     """When its requests started and ended (``time.monotonic``); ``None`` for a stored one."""
@@ -131,16 +131,20 @@ class Judge:
                         votes.append(ballot.parse(text, prompt))
                     except Unparseable:
                         unparsed += 1
+                        votes.append(None)
         except HttpFailure as exc:
             ended = time.monotonic()
             outcome = Outcome((None,) * ballot.items, "error", ended - started, tokens, calls + 1, error=str(exc),
                               span=(started, ended))
         else:
             ended = time.monotonic()
-            if not votes:
+            if unparsed == len(votes):
                 outcome = Outcome((None,) * ballot.items, "unparseable", ended - started, tokens, calls,
                                   span=(started, ended))
             else:
+                # A vote that does not parse scores 0: an answer that talks the judge out of its
+                # format only where it would score low must not keep just its good votes.
+                votes = [v if v is not None else [0.0] * ballot.items for v in votes]
                 columns = [[v] if ballot.items == 1 and not isinstance(v, list) else v for v in votes]
                 scores = tuple(aggregate([c[i] for c in columns], self.aggregation) for i in range(ballot.items))
                 outcome = Outcome(scores, None, ended - started, tokens, calls, votes=len(votes), span=(started, ended))

@@ -20,11 +20,12 @@ knows whether the answer will tie: a judgment that turns out unneeded is not use
 the moment its verdict arrives (``failing``); a ``group_rank`` judgment needs its group's answers (and, gated,
 their verdicts) and starts as soon as the reward function has them. Every judgment is content-keyed in the
 :class:`~.client.Judge`, so the reward function finds those started early. It then waits
-at most ``deadline_s``; a judgment not in by then is masked (``timeout``): the answer keeps
-its test reward, and the judgment, when it lands, is stored for the next time. A failed
-request masks the same way (``error``). An unparseable judgment is masked and counted too,
-but since an answer can provoke one (instructions written into its code), it never helps
-its answer: in the blend it counts as the lowest judge score of the answer's group.
+at most ``deadline_s``; a judgment not in by then is masked (``timeout``), and stored
+when it lands, for the next time. A failed request is masked (``error``), and so is a
+judgment none of whose votes parse (``unparseable``). Each is counted, and none ever helps
+its answer, since an answer can provoke each of them (instructions written into its code,
+a prompt too long for the server, a critique slow enough to miss the deadline): in the
+blend a masked answer counts as the lowest judge score of its group.
 """
 
 from __future__ import annotations
@@ -138,8 +139,15 @@ class JudgeScoring:
                 for i in with_code:
                     judged[i] = 0.5 if len(with_code) > 1 else None
                 continue
-            place = {p: n for n, p in enumerate(unique)}
-            waits.append((with_code, [place[programs[i]] for i in with_code], self.judge.ballot(self._ranked(tasks[with_code[0]], unique))))
+            # At most 26 answers to a ranking: larger sets are ranked in balanced chunks.
+            chunks = -(-len(unique) // len(prompts.LABELS))
+            for part in (unique[c::chunks] for c in range(chunks)):
+                place = {p: n for n, p in enumerate(part)}
+                members = [i for i in with_code if programs[i] in place]
+                if len(part) < 2:
+                    continue
+                waits.append((members, [place[programs[i]] for i in members],
+                              self.judge.ballot(self._ranked(tasks[members[0]], part))))
         started = time.monotonic()
         futures = {id(f): f for _, _, f in waits}
         if futures:
@@ -154,13 +162,13 @@ class JudgeScoring:
             for i, p in zip(answers, places):
                 if outcome.masked:
                     masked[outcome.masked] += 1
-                    if outcome.masked == "unparseable":
-                        unparsed.add(i)
+                    unparsed.add(i)
                 else:
                     judged[i] = outcome.scores[p]
         metrics = self._metrics(judged, passed, list(outcomes.values()), masked, waited, len(waits))
-        # An answer can provoke an unparseable judgment (instructions in its code): it never
-        # helps, so such an answer counts as its group's lowest judge score.
+        # An answer can provoke a masked judgment (instructions in its code, a prompt too long
+        # for the server, a critique slow enough to miss the deadline): it never helps, so a
+        # masked answer counts as its group's lowest judge score.
         for group in groups_of(keys):
             present = [judged[i] for i in group if judged[i] is not None]
             for i in unparsed.intersection(group):
