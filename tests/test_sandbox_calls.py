@@ -15,7 +15,7 @@ import pytest
 from conftest import BACKENDS, backend_sandbox
 from grpo_code.sandbox import CallTest, Job, Limits, ScriptTest, Status, Verdict
 from grpo_code.sandbox.pool import WorkerPool
-from grpo_code.sandbox.wire import split_wire, wire_for, wire_size
+from grpo_code.sandbox.wire import job_deadline_s, split_wire, total_deadline_s, wire_for, wire_size
 
 FAST = Limits(timeout_s=1.0, memory_mb=256)
 
@@ -192,6 +192,9 @@ def test_large_expected_values_stay_on_the_host_unless_an_answer_needs_them(sand
     assert verdicts(mixed) == ["pass", "pass", "fail"], mixed  # 1.0 == 1 under the default comparison
     assert len(sent) == 2 and sent[0] < 4096 < 3 * 100_000 < sent[1], sent
     assert "expected [0, 1, 2" in mixed.tests[2].message
+    # A caller that waits for the whole job (sandbox serve, the http backend) allows for both sendings.
+    wire = wire_for(Job(program, (CallTest("f", (0,), big),), limits=FAST), sandbox.config)
+    assert total_deadline_s(wire) == 2 * job_deadline_s(wire)
     sent.clear()
     wrong_first = "def f(k):\n    print('ran', k)\n    return [] if k == 0 else list(range(20000))\n"
     [again] = sandbox.run([Job(wrong_first, tuple(CallTest("f", (k,), big) for k in range(3)), limits=FAST)])

@@ -20,7 +20,7 @@ from typing import Any
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox.types import Job, Limits, Result
-from grpo_code.sandbox.wire import job_deadline_s, wire_for
+from grpo_code.sandbox.wire import total_deadline_s, wire_for
 from grpo_code.web import HttpFailure, post_json
 
 RETRIES = 4
@@ -59,7 +59,7 @@ class HttpPool:
         # The limits this side resolved travel with the job, so the server judges by them.
         sent = Job.from_dict({**job.to_dict(), "limits": Limits(wire["limits"]["timeout_s"],
                                                                  wire["limits"]["memory_mb"]).to_dict()})
-        timeout = job_deadline_s(wire) + 30.0
+        timeout = total_deadline_s(wire) + 30.0
 
         def run() -> Result:
             try:

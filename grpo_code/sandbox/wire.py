@@ -158,3 +158,9 @@ def job_deadline_s(wire: dict[str, Any]) -> float:
         builds = len({t["kind"] for t in wire["tests"]})
         deadline += builds * (float(wire["limits"]["compile_timeout_s"]) + 2.0)
     return deadline
+
+
+def total_deadline_s(wire: dict[str, Any]) -> float:
+    """How long a caller waits for a job's result in all: a job with held-back expected
+    values may be sent twice (:func:`held_wire`), each sending under its own deadline."""
+    return job_deadline_s(wire) * (2 if held_wire(wire) is not None else 1)

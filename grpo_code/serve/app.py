@@ -38,7 +38,7 @@ from starlette.routing import Route
 
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox.types import Job, Result
-from grpo_code.sandbox.wire import job_deadline_s, wire_for
+from grpo_code.sandbox.wire import total_deadline_s, wire_for
 from grpo_code.serve import fusion
 
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -139,7 +139,7 @@ class Service:
 
     async def _run(self, job: Job) -> Result:
         """One job's result within its deadline; a late or lost one is an infra error."""
-        deadline = job_deadline_s(wire_for(job, self.sandbox.config)) + 5.0
+        deadline = total_deadline_s(wire_for(job, self.sandbox.config)) + 5.0
         try:
             future = self.sandbox.submit(job)
             result = await asyncio.wait_for(asyncio.wrap_future(future), deadline)
