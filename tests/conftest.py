@@ -119,11 +119,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
-    import socket
+    from grpo_code.generation.served import free_port as port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return port()
 
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]

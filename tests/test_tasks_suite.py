@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -322,21 +325,29 @@ def test_oracle_tests_need_a_reference_and_fill_from_it(tmp_path: Path, tmp_cach
         assert again.tasks[0] == task
 
 
-def test_the_oracle_keeps_the_digests_of_large_values_it_stored(tmp_path: Path, tmp_cache: Path) -> None:
-    """A large expected value's digest is stored with it: a cached resolve encodes the tests
-    as a fresh one does (same store key, same held-back tests) without writing the value out."""
+@contextmanager
+def resolved_twice(tmp_path: Path, record: dict) -> Iterator[tuple[Task, Task, Any]]:
+    """A one-task suite's oracle run fresh, then from its cache: both tasks and the (local) sandbox."""
     from grpo_code.config import SandboxConfig
     from grpo_code.sandbox import Sandbox
-    from grpo_code.sandbox.encoded import encode_tests
     from grpo_code.tasks import oracle
 
-    record = {"id": "big/1", "prompt": "Write f(n).", "entry_point": "f",
-              "reference": "def f(n):\n    return list(range(n))\n",
-              "tests": [{"kind": "call", "fn": "f", "args": [20000]}, {"kind": "call", "fn": "f", "args": [3]}]}
     suite = load_suite(str(make_suite(tmp_path, [json.dumps(record)])))
     with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
         [fresh] = oracle.resolve(suite, sandbox)[0].tasks
         [cached] = oracle.resolve(suite, sandbox)[0].tasks
+        yield fresh, cached, sandbox
+
+
+def test_the_oracle_keeps_the_digests_of_large_values_it_stored(tmp_path: Path, tmp_cache: Path) -> None:
+    """A large expected value's digest is stored with it: a cached resolve encodes the tests
+    as a fresh one does (same store key, same held-back tests) without writing the value out."""
+    from grpo_code.sandbox.encoded import encode_tests
+
+    record = {"id": "big/1", "prompt": "Write f(n).", "entry_point": "f",
+              "reference": "def f(n):\n    return list(range(n))\n",
+              "tests": [{"kind": "call", "fn": "f", "args": [20000]}, {"kind": "call", "fn": "f", "args": [3]}]}
+    with resolved_twice(tmp_path, record) as (fresh, cached, sandbox):
         assert cached.__dict__["_large_expected"] == fresh.encoded_tests.large and list(fresh.encoded_tests.large) == [0]
         plain = encode_tests(cached.tests)
         assert cached.encoded_tests.digest == fresh.encoded_tests.digest == plain.digest
@@ -352,9 +363,7 @@ def test_reference_factor_sets_the_time_limit_from_the_references_slowest_test(t
     ``timeout_s``; the same from a cached oracle; a program that loops stops there."""
     import time
 
-    from grpo_code.config import SandboxConfig
-    from grpo_code.sandbox import Limits, Sandbox
-    from grpo_code.tasks import oracle
+    from grpo_code.sandbox import Limits
 
     limits = Limits.from_dict({"timeout_s": 10, "reference_factor": 4})
     assert limits.from_reference(0.001) == Limits(1.0, None) and limits.from_reference(1.5) == Limits(6.0, None)
@@ -365,10 +374,7 @@ def test_reference_factor_sets_the_time_limit_from_the_references_slowest_test(t
     record = {"id": "r/1", "prompt": "Write f(n).", "entry_point": "f", "limits": {"timeout_s": 10, "reference_factor": 4},
               "reference": "def f(n):\n    return sum(range(n))\n",
               "tests": [{"kind": "call", "fn": "f", "args": [10]}, {"kind": "call", "fn": "f", "args": [1000]}]}
-    suite = load_suite(str(make_suite(tmp_path, [json.dumps(record)])))
-    with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
-        [fresh] = oracle.resolve(suite, sandbox)[0].tasks
-        [cached] = oracle.resolve(suite, sandbox)[0].tasks
+    with resolved_twice(tmp_path, record) as (fresh, cached, sandbox):
         assert fresh.limits == cached.limits == Limits(1.0, None)  # a quick reference: the 1 s floor
         started = time.monotonic()
         [looped] = sandbox.run([cached.job("def f(n):\n    while True:\n        pass\n")])

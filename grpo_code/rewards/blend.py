@@ -48,6 +48,13 @@ def normalize_groups(scores: Sequence[float | None], groups: Sequence[Sequence[i
     return out
 
 
+def tie_levels(values: Sequence[float | None], indices: Sequence[int]) -> list[tuple[float, list[int]]]:
+    """The distinct values (to 9 digits) among ``indices``, lowest first, each with the
+    indices whose value ties with it."""
+    levels = sorted({round(values[i], 9) for i in indices})  # type: ignore[arg-type]
+    return [(level, [i for i in indices if abs(values[i] - level) <= TIE_TOL]) for level in levels]  # type: ignore[operator]
+
+
 def blend(
     tests: Sequence[float | None],
     model: Sequence[float | None],
@@ -55,29 +62,33 @@ def blend(
     weight: float,
     mode: str = "sum",
     normalize: str = "group",
+    base: Sequence[float | None] | None = None,
 ) -> list[float | None]:
-    """Combine test rewards and model scores; ``keys`` (task ids) define the groups."""
+    """Combine test rewards and model scores; ``keys`` (task ids) define the groups. The
+    scores move ``base`` (default: the test rewards; a reward already blended with another
+    scorer), while ties and masking are read from ``tests``."""
     if not (len(tests) == len(model) == len(keys)):
         raise ValueError("tests, model and keys must have the same length")
+    base = tests if base is None else base
     groups = groups_of(keys)
     if mode == "gate":
-        return _gate(tests, model, groups, weight)
+        return _gate(tests, model, groups, weight, base)
     usable = [m if t is not None else None for t, m in zip(tests, model)]  # masked rows don't set the scale
     scaled = normalize_groups(usable, groups) if normalize == "group" else usable
-    return [None if t is None else t + (weight * m if m is not None else 0.0) for t, m in zip(tests, scaled)]
+    return [None if t is None or b is None else b + (weight * m if m is not None else 0.0)
+            for t, b, m in zip(tests, base, scaled)]
 
 
 def _gate(tests: Sequence[float | None], model: Sequence[float | None], groups: list[list[int]],
-          weight: float) -> list[float | None]:
-    out: list[float | None] = list(tests)
+          weight: float, base: Sequence[float | None]) -> list[float | None]:
+    out: list[float | None] = list(base)
     for group in groups:
-        scored = [i for i in group if tests[i] is not None]
-        levels = sorted({round(tests[i], 9) for i in scored})  # type: ignore[arg-type]
-        gaps = [b - a for a, b in zip(levels, levels[1:])]
+        levels = tie_levels(tests, [i for i in group if tests[i] is not None and base[i] is not None])
+        gaps = [b - a for (a, _), (b, _) in zip(levels, levels[1:])]
         # A bonus in [-span/2, span/2] with span <= gap/2 cannot cross to the next test level.
         span = min([weight, *(g / 2 for g in gaps)])
-        for level in levels:
-            tied = {i: model[i] for i in scored if abs(tests[i] - level) <= TIE_TOL and model[i] is not None}
+        for _, members in levels:
+            tied = {i: model[i] for i in members if model[i] is not None}
             for i, v in _centred_minmax(tied).items():  # type: ignore[arg-type]
-                out[i] = tests[i] + span * v  # type: ignore[operator]
+                out[i] = base[i] + span * v  # type: ignore[operator]
     return out

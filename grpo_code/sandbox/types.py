@@ -10,6 +10,7 @@ naming the field. How a job travels to the executor is :mod:`.wire`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -63,13 +64,11 @@ class Limits:
     :data:`REFERENCE_MIN_S`, at most ``timeout_s`` (evalplus's rule, taken per task)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in (("timeout_s", self.timeout_s), ("memory_mb", self.memory_mb),
-                                  ("reference_factor", self.reference_factor)) if v is not None}
+        return {k: getattr(self, k) for k in LIMIT_KEYS if getattr(self, k) is not None}
 
     def over(self, base: Limits) -> Limits:
         """These limits, with the fields left ``None`` taken from ``base`` (a task's over its suite's)."""
-        return Limits(*(getattr(self, k) if getattr(self, k) is not None else getattr(base, k)
-                        for k in ("timeout_s", "memory_mb", "reference_factor")))
+        return Limits(*(getattr(self, k) if getattr(self, k) is not None else getattr(base, k) for k in LIMIT_KEYS))
 
     def from_reference(self, reference_cpu_s: float) -> Limits:
         """The limits once the reference's slowest test is known (``reference_factor`` applied)."""
@@ -86,13 +85,12 @@ class Limits:
         :class:`LimitsError` naming the field and what it must be."""
         if data is None:
             return cls()
-        known = ("timeout_s", "memory_mb", "reference_factor")
         if not isinstance(data, dict):
-            raise LimitsError(where, f"{data!r} must be an object with any of {', '.join(known)}")
-        unknown = sorted(set(data) - set(known))
+            raise LimitsError(where, f"{data!r} must be an object with any of {', '.join(LIMIT_KEYS)}")
+        unknown = sorted(set(data) - set(LIMIT_KEYS))
         if unknown:
-            raise LimitsError(where, f"has unknown keys {unknown} (known: {', '.join(known)})")
-        timeout, memory, factor = (data.get(k) for k in known)
+            raise LimitsError(where, f"has unknown keys {unknown} (known: {', '.join(LIMIT_KEYS)})")
+        timeout, memory, factor = (data.get(k) for k in LIMIT_KEYS)
         if timeout is not None and not (_number(timeout) and 0 < timeout <= 600):
             raise LimitsError(f"{where}.timeout_s", f"{timeout!r} must be seconds in (0, 600]")
         if memory is not None and not (_number(memory) and isinstance(memory, int) and memory >= 16):
@@ -101,6 +99,10 @@ class Limits:
             raise LimitsError(f"{where}.reference_factor", f"{factor!r} must be a number in (0, 1000]")
         return cls(float(timeout) if timeout is not None else None, memory,
                    float(factor) if factor is not None else None)
+
+
+LIMIT_KEYS = tuple(f.name for f in dataclasses.fields(Limits))
+"""The fields of :class:`Limits`, in order: a ``limits`` object's keys."""
 
 
 def _number(value: Any) -> bool:

@@ -163,4 +163,5 @@ def job_deadline_s(wire: dict[str, Any]) -> float:
 def total_deadline_s(wire: dict[str, Any]) -> float:
     """How long a caller waits for a job's result in all: a job with held-back expected
     values may be sent twice (:func:`held_wire`), each sending under its own deadline."""
-    return job_deadline_s(wire) * (2 if held_wire(wire) is not None else 1)
+    encoded = own_encoding(wire)
+    return job_deadline_s(wire) * (2 if encoded is not None and encoded.held is not None else 1)

@@ -6,8 +6,9 @@ reference answers, as evalplus computes HumanEval+ and MBPP+ outputs. :func:`res
 each such reference once in the sandbox as a *record* job (docs/sandbox.md, Jobs) and
 fills the values in; they are cached on disk by content (the task's record and the
 harness fingerprint), so a suite version is computed once per machine. The cache files are
-``marshal`` data (values, and the digests of the large ones), read back about ten times
-faster than JSON: HumanEval+'s 300 MB of expected values load in well under a second. A reference that
+``marshal`` data (values, the digests of the large ones, the reference's slowest test),
+read back several times faster than gzipped JSON: HumanEval+'s 300 MB of expected values
+load in about a second. A reference that
 fails one of its own inputs leaves its task unresolved, with the reason: ``tasks check``
 reports it, training and eval leave the task out and say so.
 """

@@ -41,7 +41,7 @@ from typing import Any
 from grpo_code import metric_names as M
 from grpo_code.config import JudgeConfig
 from grpo_code.errors import RewardError
-from grpo_code.rewards.blend import TIE_TOL, groups_of, normalize_groups
+from grpo_code.rewards.blend import blend, groups_of, tie_levels
 from grpo_code.rewards.judge import parse, prompts
 from grpo_code.rewards.judge.client import Ballot, Judge, Outcome, auc, busy_s, votes_at
 from grpo_code.rewards.metrics import percentile
@@ -110,11 +110,7 @@ class JudgeScoring:
             if self.config.blend == "failing":
                 live = [i for i in live if not passed[i]]
             if self.config.blend == "gate":
-                levels: dict[float, list[int]] = {}
-                for i in live:
-                    level = next((v for v in levels if abs(v - tests[i]) <= TIE_TOL), tests[i])  # type: ignore[arg-type]
-                    levels.setdefault(level, []).append(i)  # type: ignore[arg-type]
-                sets = [s for s in levels.values() if len(s) > 1]
+                sets = sorted((m for _, m in tie_levels(tests, live) if len(m) > 1), key=min)  # in row order
             else:
                 sets = [live] if live else []
             out.extend(sets if self.config.mode == "group_rank" else [[i] for s in sets for i in s])
@@ -141,11 +137,9 @@ class JudgeScoring:
                 continue
             # At most 26 answers to a ranking: larger sets are ranked in balanced chunks.
             chunks = -(-len(unique) // len(prompts.LABELS))
-            for part in (unique[c::chunks] for c in range(chunks)):
+            for part in (unique[c::chunks] for c in range(chunks)):  # each of 13 to 26 answers
                 place = {p: n for n, p in enumerate(part)}
                 members = [i for i in with_code if programs[i] in place]
-                if len(part) < 2:
-                    continue
                 waits.append((members, [place[programs[i]] for i in members],
                               self.judge.ballot(self._ranked(tasks[members[0]], part))))
         started = time.monotonic()
@@ -155,14 +149,14 @@ class JudgeScoring:
         waited = time.monotonic() - started
         outcomes: dict[int, Outcome] = {}
         masked: Counter[str] = Counter()
-        unparsed: set[int] = set()
+        masked_answers: set[int] = set()
         for answers, places, future in waits:
             outcome = future.result() if future.done() else Outcome((None,), "timeout")
             outcomes[id(future)] = outcome
             for i, p in zip(answers, places):
                 if outcome.masked:
                     masked[outcome.masked] += 1
-                    unparsed.add(i)
+                    masked_answers.add(i)
                 else:
                     judged[i] = outcome.scores[p]
         metrics = self._metrics(judged, passed, list(outcomes.values()), masked, waited, len(waits))
@@ -171,7 +165,7 @@ class JudgeScoring:
         # masked answer counts as its group's lowest judge score.
         for group in groups_of(keys):
             present = [judged[i] for i in group if judged[i] is not None]
-            for i in unparsed.intersection(group):
+            for i in masked_answers.intersection(group):
                 judged[i] = min(present) if present else None  # type: ignore[type-var]
         return judged, metrics
 
@@ -201,27 +195,16 @@ class JudgeScoring:
               passed: Sequence[bool], keys: Sequence[Any]) -> list[float | None]:
         """``base`` (the reward so far) moved by the judge scores as ``blend`` says; test levels
         and group membership come from ``tests`` and ``keys``."""
-        weight, out = self.config.weight, list(base)
-        groups = groups_of(keys)
-        if self.config.blend == "sum":
-            scaled = normalize_groups(judged, groups) if self.config.normalize == "group" else list(judged)
-            return [None if b is None else b + (weight * s if s is not None else 0.0) for b, s in zip(base, scaled)]
-        for group in groups:
+        if self.config.blend != "failing":
+            return blend(tests, judged, keys, self.config.weight, self.config.blend, self.config.normalize, base)
+        out = list(base)
+        for group in groups_of(keys):
             live = [i for i in group if tests[i] is not None and out[i] is not None]
-            levels = sorted({round(tests[i], 9) for i in live})  # type: ignore[arg-type]
-            if self.config.blend == "gate":
-                gaps = [b - a for a, b in zip(levels, levels[1:])]
-                span = min([weight, *(g / 2 for g in gaps)])
-                for level in levels:
-                    tied = [i for i in live if abs(tests[i] - level) <= TIE_TOL and judged[i] is not None]  # type: ignore[operator]
-                    for i, v in zip(tied, normalize_groups([judged[i] for i in tied], [list(range(len(tied)))])):
-                        out[i] = out[i] + span * v  # type: ignore[operator]
-                continue
             passing = [tests[i] for i in live if passed[i]]
             for i in live:
                 if not passed[i] and judged[i] is not None:
-                    room = (min(passing) - tests[i]) / 2 if passing else weight  # type: ignore[operator]
-                    out[i] = out[i] + min(weight, max(0.0, room)) * judged[i]  # type: ignore[operator]
+                    room = (min(passing) - tests[i]) / 2 if passing else self.config.weight  # type: ignore[operator]
+                    out[i] = out[i] + min(self.config.weight, max(0.0, room)) * judged[i]  # type: ignore[operator]
         return out
 
 
