@@ -50,6 +50,10 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grpo_code.evaluate.summary import EvalSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,21 +82,27 @@ def run(cmd: list[str], log: Path, quiet: bool) -> float:
     return time.monotonic() - started
 
 
-def eval_summary(out: Path) -> dict:
+def eval_summary(out: Path) -> EvalSummary:
     found = list(out.glob("*/summary.json"))
     if len(found) != 1:
         sys.exit(f"error: expected one summary.json under {out}, found {len(found)}")
-    return json.loads(found[0].read_text())
+    from grpo_code.evaluate.summary import EvalSummary
+
+    return EvalSummary.from_json(json.loads(found[0].read_text()))
 
 
-def split_pass(summary: dict, ids: set[str]) -> dict:
+def shares(summary: EvalSummary) -> dict[str, float]:
+    """Per task with samples: the share of its samples that passed."""
+    return {t: c.correct / c.n for t, c in summary.per_task.items() if c.n}
+
+
+def split_pass(summary: EvalSummary, ids: set[str]) -> dict:
     """pass@1 over the tasks ``ids`` of an eval's summary (the mean over tasks of each
     task's share of correct samples, as pass@1 from n samples is), with its standard error
     over those tasks."""
-    shares = [t["correct"] / t["n"] for tid, t in summary["per_task"].items() if tid in ids and t["n"]]
-    se = statistics.stdev(shares) / math.sqrt(len(shares)) if len(shares) > 1 else 0.0
-    return {"tasks": len(shares), "pass_at_1": round(statistics.mean(shares), 4) if shares else 0.0,
-            "se": round(se, 4)}
+    got = [share for t, share in shares(summary).items() if t in ids]
+    se = statistics.stdev(got) / math.sqrt(len(got)) if len(got) > 1 else 0.0
+    return {"tasks": len(got), "pass_at_1": round(statistics.mean(got), 4) if got else 0.0, "se": round(se, 4)}
 
 
 def reward_curve(run_dir: Path) -> list[float]:
@@ -104,14 +114,13 @@ def reward_curve(run_dir: Path) -> list[float]:
     return rewards
 
 
-def paired_change(before: dict, after: dict, ids: set[str]) -> dict:
+def paired_change(before: EvalSummary, after: EvalSummary, ids: set[str]) -> dict:
     """pass@1 after minus before over the tasks ``ids`` that both evals scored, with its
     standard error over the per-task differences: both evals sample the same tasks with
     the same seed, so how hard a task is cancels out of the noise as it does out of the
     difference."""
-    common = sorted(t for t in ids if before["per_task"].get(t, {}).get("n") and after["per_task"].get(t, {}).get("n"))
-    diffs = [after["per_task"][t]["correct"] / after["per_task"][t]["n"]
-             - before["per_task"][t]["correct"] / before["per_task"][t]["n"] for t in common]
+    first, last = shares(before), shares(after)
+    diffs = [last[t] - first[t] for t in sorted(ids & first.keys() & last.keys())]
     se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
     return {"tasks": len(diffs), "change": round(statistics.mean(diffs), 4) if diffs else 0.0, "se": round(se, 4)}
 
@@ -241,7 +250,7 @@ def main() -> None:
     # --batch-size sequences a forward pass.
     batch = args.batch_size if args.backend == "hf" else len(suite.tasks) * args.n
 
-    def evaluate(model: str, dest: Path) -> tuple[dict, dict, dict, float]:
+    def evaluate(model: str, dest: Path) -> tuple[EvalSummary, dict, dict, float]:
         """One eval of ``model`` on the train and the held-out tasks together (one model
         load, one vLLM start): its summary, pass@1 of each split, and the wall time."""
         secs = run([*grpo, "eval", model, "--config", args.config, "--tasks", cfg.tasks.suite, "--backend",
@@ -285,10 +294,10 @@ def main() -> None:
                      "pass_at_1_after": after_test["pass_at_1"], "se_after": after_test["se"],
                      "change": held_change["change"], "se_change": held_change["se"]},
         # A multi-turn config: pass@1 after each turn, over the train and held-out tasks together.
-        "pass_at_1_by_turn_before": whole_before.get("turns", {}).get("pass_at_1"),
-        "pass_at_1_by_turn_after": whole_after.get("turns", {}).get("pass_at_1"),
-        "turns_mean_before": whole_before.get("turns", {}).get("mean_turns"),
-        "turns_mean_after": whole_after.get("turns", {}).get("mean_turns"),
+        "pass_at_1_by_turn_before": list(whole_before.turns.pass_at_1) if whole_before.turns else None,
+        "pass_at_1_by_turn_after": list(whole_after.turns.pass_at_1) if whole_after.turns else None,
+        "turns_mean_before": whole_before.turns.mean_turns if whole_before.turns else None,
+        "turns_mean_after": whole_after.turns.mean_turns if whole_after.turns else None,
         "backend": args.backend,
         "n": args.n, "tasks": before["tasks"], "precision": "bf16" if bf16 else "fp32",
         "evals_stop_after_code": stop,

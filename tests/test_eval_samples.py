@@ -174,7 +174,7 @@ def test_model_eval_clips_k_to_n_with_a_note(tmp_path: Path) -> None:
     with Sandbox(SandboxConfig(backend="local"), quiet=True) as sb:
         summary = eval_model(lambda: ChatGenerator(suite), settings, suite, [1, 2, 5], tmp_path, sb,
                              Hooks(note=notes.append))
-    assert summary["pass_at_k"] == {"1": 1.0, "2": 1.0} and summary["tasks_in_suite"] == 3
+    assert summary.pass_at_k == {1: 1.0, 2: 1.0} and summary.tasks_in_suite == 3
     assert notes == ["pass@5 skipped: pass@k needs k <= n, and n=2 samples per task"]
     # the CLI clips the config's default k list (demo: 1, 4) before loading anything
     result = runner.invoke(app, ["eval", "./no/such/model", "--n", "2", "--out", str(tmp_path / "o")])

@@ -25,6 +25,8 @@ from grpo_code.evaluate import (
     EvalError,
     EvalRequest,
     EvalSettings,
+    EvalSummary,
+    TaskCount,
     bootstrap_ci,
     eval_model,
     pass_at_k,
@@ -33,6 +35,7 @@ from grpo_code.evaluate import (
     score_samples,
     slug,
 )
+from grpo_code.evaluate.summary import SummaryFormatError
 from grpo_code.generation.base import Sampling, model_prompt_style, prompt_style, seeded_chunks, torch_dtype
 from grpo_code.sandbox import Sandbox, harness_fingerprint, image
 from grpo_code.sandbox.types import Job, Result, Status, TestResult, Verdict
@@ -156,7 +159,7 @@ def test_resume_reruns_verdicts_of_another_harness(tmp_path: Path, monkeypatch: 
     out, sb = tmp_path / "out", JudgingSandbox()
 
     def pass_at_1() -> float:
-        return score_samples(path, suite, [1], out, sb)["pass_at_k"]["1"]
+        return score_samples(path, suite, [1], out, sb).pass_at_k[1]
 
     assert pass_at_1() == 0.0 and sb.jobs == 2  # a harness bug fails correct solutions
     assert pass_at_1() == 0.0 and sb.jobs == 2  # same harness: the records are reused
@@ -228,9 +231,26 @@ def test_killed_eval_resumes_to_the_same_summary(tmp_path: Path) -> None:
         resumed_gen = FakeGenerator(suite)
         resumed = eval_model(lambda: resumed_gen, _settings(suite), suite, [1, 3], tmp_path / "b", sb)
     assert resumed_gen.calls == math.ceil(len(suite) / 2) - 4  # only the missing chunks were generated
-    for key in ("pass_at_k", "ci95", "per_task", "verdicts", "suite_hash"):
-        assert resumed[key] == whole[key], key
-    assert 0 < whole["pass_at_k"]["1"] < 1
+    assert resumed == whole and 0 < whole.pass_at_k[1] < 1
+    # summary.json holds the same record that eval_model returned
+    assert EvalSummary.from_json(json.loads((tmp_path / "b" / "summary.json").read_text())) == resumed
+
+
+def test_the_summary_record_reads_old_files_and_names_what_is_wrong() -> None:
+    old = {"pass_at_k": {"1": 0.5}, "ci95": {"1": [0.0, 1.0]}, "n": 2, "tasks": 2, "suite": "s", "suite_hash": "h",
+           "verdicts": {"pass": 2, "fail": 2}, "per_task": {"a": {"n": 2, "correct": 2}, "b": {"n": 2, "correct": 0}},
+           "model": "m"}  # written before tasks_in_suite, missing_tasks and turns existed
+    s = EvalSummary.from_json(old)
+    assert (s.tasks, s.tasks_in_suite, s.missing_tasks, s.n, s.samples, s.turns) == (2, 2, (), 2, 4, None)
+    assert s.pass_at_k == {1: 0.5} and s.ci95 == {1: (0.0, 1.0)} and s.per_task["a"] == TaskCount(2, 2)
+    assert EvalSummary.from_json(s.to_json()) == s
+    assert {k: v for k, v in s.to_json().items() if k in old} == old
+    uneven = EvalSummary.from_json({**old, "per_task": {"a": {"n": 2, "correct": 1}, "b": {"n": 3, "correct": 0}}})
+    assert uneven.n == [2, 3]
+    for bad, said in (([], "no pass_at_k"), ({"ci95": {}}, "no pass_at_k"),
+                      ({**old, "per_task": {"a": {"n": 2}}}, "KeyError"), ({**old, "pass_at_k": {"x": 1}}, "ValueError")):
+        with pytest.raises(SummaryFormatError, match=said):
+            EvalSummary.from_json(bad)
 
 
 def test_changed_settings_are_refused_naming_the_keys(tmp_path: Path) -> None:
@@ -307,15 +327,15 @@ def test_run_evaluates_each_model_resumes_and_prints_the_table(tmp_path: Path,
     assert list(result.summaries) == ["a", "org/b"] and result.ks == (1, 3) and result.models_dir == tmp_path
     assert loaded == [("openai", "a", 6), ("openai", "org/b", 6)]
     assert "note: pass@8 skipped" in console.file.getvalue()
-    settings = result.summaries["a"]["settings"]
+    settings = result.summaries["a"].settings
     assert (settings["style"], settings["split"], settings["seed"], settings["n"]) == ("chat", "test", 7, 3)
     assert settings["suite_hash"] == suite.content_hash()
     with Sandbox(SandboxConfig(backend="local"), quiet=True) as sb:  # the same as one eval_model call
         alone = eval_model(lambda: FakeGenerator(suite), EvalSettings(**settings), suite, [1, 3], tmp_path / "x", sb)
-    assert alone["pass_at_k"] == result.summaries["a"]["pass_at_k"]
+    assert alone.pass_at_k == result.summaries["a"].pass_at_k
     again = run(request, console)  # a rerun resumes: nothing is generated
     assert loaded == [("openai", "a", 6), ("openai", "org/b", 6)]
-    assert again.summaries["org/b"]["per_task"] == result.summaries["org/b"]["per_task"]
+    assert again.summaries["org/b"].per_task == result.summaries["org/b"].per_task
     assert (tmp_path / slug("org/b") / "summary.json").is_file()
     table = Console(file=io.StringIO(), width=200)
     print_results(result, table)

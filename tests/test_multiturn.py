@@ -106,17 +106,17 @@ def test_eval_turns_feed_back_public_failures_count_by_turn_and_resume(tmp_path:
     model = Scripted()
     with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
         summary = eval_model(lambda: model, settings, suite, [1], tmp_path / "out", sandbox)
-        turns = summary["turns"]
-        assert turns["pass_at_1"] == [0.0, 0.5, 0.5]  # task a is solved at turn 2 by both samples
-        assert turns["samples_per_turn"] == [4, 4, 2]  # a stops once its public test passes
-        assert turns["mean_turns"] == 2.5
-        assert summary["pass_at_k"]["1"] == 0.0  # pass@k stays the first answer's
+        turns = summary.turns
+        assert turns.pass_at_1 == (0.0, 0.5, 0.5)  # task a is solved at turn 2 by both samples
+        assert turns.samples_per_turn == (4, 4, 2)  # a stops once its public test passes
+        assert turns.mean_turns == 2.5
+        assert summary.pass_at_k[1] == 0.0  # pass@k stays the first answer's
         said = [m["content"] for p in model.prompts for m in p if m["role"] != "assistant"]
         assert any("Expected: 11" in text for text in said)  # the public test is quoted
         assert not [v for v in HIDDEN for text in said if str(v) in text], "a hidden expected value reached a prompt"
 
         again = eval_model(lambda: Scripted(fail=True), settings, suite, [1], tmp_path / "out", sandbox)
-        assert again["turns"] == turns
+        assert again.turns == turns
     rows = [json.loads(line) for line in (tmp_path / "out" / "turns.jsonl").read_text().splitlines()]
     assert sorted((r["task_id"], r["turn"]) for r in rows) == sorted(
         [("mt/a", 2)] * 2 + [("mt/b", 2)] * 2 + [("mt/b", 3)] * 2)

@@ -41,9 +41,10 @@ from grpo_code.evaluate.score import (
     usable_ks,
 )
 from grpo_code.evaluate.stats import bootstrap_ci, pass_at_k, summarize
+from grpo_code.evaluate.summary import EvalSummary, TaskCount, TurnsSummary
 
 __all__ = [
-    "SAMPLES_N_IS", "EvalError", "EvalRequest", "EvalResult", "EvalSettings", "Hooks", "bootstrap_ci", "eval_model",
-    "missing_note", "parse_ks", "pass_at_k", "print_results", "run", "samples_n", "score_samples",
-    "slug", "summarize", "usable_ks",
+    "SAMPLES_N_IS", "EvalError", "EvalRequest", "EvalResult", "EvalSettings", "EvalSummary", "Hooks", "TaskCount",
+    "TurnsSummary", "bootstrap_ci", "eval_model", "missing_note", "parse_ks", "pass_at_k", "print_results", "run",
+    "samples_n", "score_samples", "slug", "summarize", "usable_ks",
 ]

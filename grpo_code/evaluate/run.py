@@ -26,6 +26,7 @@ from grpo_code.evaluate.score import (
     score_samples,
     usable_ks,
 )
+from grpo_code.evaluate.summary import EvalSummary, TurnsSummary
 from grpo_code.tasks.feedback import DEFAULT_TEMPLATE, check_template
 from grpo_code.tasks.samples import read_samples_file
 
@@ -69,7 +70,7 @@ class EvalRequest:
 class EvalResult:
     """What :func:`run` measured."""
 
-    summaries: dict[str, dict[str, Any]]
+    summaries: dict[str, EvalSummary]
     """One summary per model (or ``samples:<file name>``), in the order asked."""
     ks: tuple[int, ...]
     """The k values reported: those defined for the samples per task."""
@@ -171,7 +172,7 @@ def run(request: EvalRequest, console: Console | None = None) -> EvalResult:
 
     plan = _plan(request, note)
     cfg = request.config
-    summaries: dict[str, dict[str, Any]] = {}
+    summaries: dict[str, EvalSummary] = {}
     with Sandbox(plan.sandbox) as sandbox, Progress(TextColumn("{task.description:>9}"), BarColumn(),
                                                     MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                                                     console=err) as bar:
@@ -203,8 +204,7 @@ def run(request: EvalRequest, console: Console | None = None) -> EvalResult:
 
             started = time.monotonic()
             summary = eval_model(factory, settings, suite, plan.ks, plan.out / slug(settings.model), sandbox, hooks)
-            summary["wall_s"] = round(time.monotonic() - started, 1)
-            summaries[settings.model] = summary
+            summaries[settings.model] = replace(summary, wall_s=round(time.monotonic() - started, 1))
     return EvalResult(summaries, tuple(plan.ks), None if request.samples is not None else plan.out)
 
 
@@ -215,9 +215,8 @@ def print_results(result: EvalResult, console: Console | None = None) -> None:
     from rich.table import Table
 
     first = next(iter(result.summaries.values()))
-    scored, in_suite = first["tasks"], first.get("tasks_in_suite", first["tasks"])
-    missing = first.get("missing_tasks", [])
-    table = Table(title=f"{first['suite']}: pass@k over {scored}/{in_suite} tasks (hash {first['suite_hash']})")
+    in_suite, missing = first.tasks_in_suite, first.missing_tasks
+    table = Table(title=f"{first.suite}: pass@k over {first.tasks}/{in_suite} tasks (hash {first.suite_hash})")
     table.add_column("model", overflow="fold")
     table.add_column("n", justify="right")
     for k in result.ks:
@@ -225,12 +224,11 @@ def print_results(result: EvalResult, console: Console | None = None) -> None:
         table.add_column("95% CI", justify="right")
     table.add_column("no code", justify="right")
     for name, s in result.summaries.items():
-        row = [name, str(s["n"])]
+        row = [name, str(s.n)]
         for k in result.ks:
-            lo, hi = s["ci95"][str(k)]
-            row += [f"{s['pass_at_k'][str(k)]:.3f}", f"{lo:.3f}-{hi:.3f}"]
-        total = sum(v for key, v in s["verdicts"].items() if not key.startswith("test_"))
-        row.append(f"{s['verdicts'].get('no_code', 0)}/{total}")
+            lo, hi = s.ci95[k]
+            row += [f"{s.pass_at_k[k]:.3f}", f"{lo:.3f}-{hi:.3f}"]
+        row.append(f"{s.verdicts.get('no_code', 0)}/{s.samples}")
         table.add_row(*row)
     out = console or Console()
     out.print(table)
@@ -239,15 +237,15 @@ def print_results(result: EvalResult, console: Console | None = None) -> None:
                   f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''} (summary.json: missing_tasks)",
                   highlight=False, markup=False, soft_wrap=True)
     for name, s in result.summaries.items():
-        if "turns" in s:
-            out.print(turn_line(name, s["turns"]), highlight=False, markup=False, soft_wrap=True)
+        if s.turns is not None:
+            out.print(turn_line(name, s.turns), highlight=False, markup=False, soft_wrap=True)
     if result.models_dir is not None:
-        later = ", turns.jsonl, turn_results.jsonl" if any("turns" in s for s in result.summaries.values()) else ""
+        later = ", turns.jsonl, turn_results.jsonl" if any(s.turns for s in result.summaries.values()) else ""
         out.print(f"outputs: {result.models_dir}/<model>/summary.json, samples.jsonl, results.jsonl{later}")
 
 
-def turn_line(name: str, turns: dict[str, Any]) -> str:
+def turn_line(name: str, turns: TurnsSummary) -> str:
     """``model: pass@1 by turn 0.200 -> 0.300; 1.6 turns per sample; answers per turn 20, 12``."""
-    rates = " -> ".join(f"{r:.3f}" for r in turns["pass_at_1"])
-    ran = ", ".join(str(n) for n in turns["samples_per_turn"])
-    return f"{name}: pass@1 by turn {rates}; {turns['mean_turns']:.2f} turns per sample; answers per turn {ran}"
+    rates = " -> ".join(f"{r:.3f}" for r in turns.pass_at_1)
+    ran = ", ".join(str(n) for n in turns.samples_per_turn)
+    return f"{name}: pass@1 by turn {rates}; {turns.mean_turns:.2f} turns per sample; answers per turn {ran}"

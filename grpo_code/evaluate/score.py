@@ -13,6 +13,7 @@ from typing import Any
 from grpo_code.evaluate.execute import EvalError, Hooks, eval_verifier, execute, sample_record
 from grpo_code.evaluate.files import Appender, read_jsonl, write_json
 from grpo_code.evaluate.stats import summarize
+from grpo_code.evaluate.summary import EvalSummary
 from grpo_code.generation.base import Sampling, seeded_chunks
 from grpo_code.tasks.feedback import DEFAULT_TEMPLATE
 from grpo_code.tasks.prompts import render
@@ -92,7 +93,7 @@ def _guard_settings(path: Path, settings: EvalSettings) -> None:
 
 
 def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, suite: Suite, ks: Sequence[int],
-               out_dir: Path, sandbox: Any, hooks: Hooks | None = None) -> dict[str, Any]:
+               out_dir: Path, sandbox: Any, hooks: Hooks | None = None) -> EvalSummary:
     """Sample, execute and summarise one model; resumes whatever ``out_dir`` already holds."""
     hooks = hooks or Hooks()
     ks = usable_ks(ks, settings.n, hooks.note)
@@ -121,13 +122,13 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
         verifier.close()
         if loaded:
             loaded[0].close()
-    write_json(out_dir / "summary.json", summary)
+    write_json(out_dir / "summary.json", summary.to_json())
     return summary
 
 
 def _generate_and_score(generator: Callable[[], Any], settings: EvalSettings, suite: Suite, ks: Sequence[int],
                         out_dir: Path, verifier: Verifier, hooks: Hooks, have: dict[tuple[str, int], dict],
-                        todo: list[tuple[int, int, list[Task]]], sampling: Sampling) -> dict[str, Any]:
+                        todo: list[tuple[int, int, list[Task]]], sampling: Sampling) -> EvalSummary:
     if todo:
         appender = Appender(out_dir / "samples.jsonl")
         try:
@@ -151,12 +152,13 @@ def _generate_and_score(generator: Callable[[], Any], settings: EvalSettings, su
     per_task = execute(verifier, samples, out_dir / "results.jsonl",
                         lambda task, s: verifier.program(task, s["completion"], settings.style), hooks)
     counts, mix = _tally(per_task)
-    summary = summarize(suite, counts, ks, mix, {"model": settings.model, "settings": asdict(settings)})
+    summary = summarize(suite, counts, ks, mix, settings.model, settings=asdict(settings))
     if settings.turns > 1:
         from grpo_code.evaluate.turns import run_turns
 
         first_results = {(task_id, j): rec for task_id, recs in per_task.items() for j, rec in enumerate(recs)}
-        summary["turns"] = run_turns(settings, suite, out_dir, verifier, hooks, have, first_results, generator)
+        summary = replace(summary, turns=run_turns(settings, suite, out_dir, verifier, hooks, have, first_results,
+                                                   generator))
     return summary
 
 
@@ -178,7 +180,7 @@ def missing_note(missing: Sequence[str], in_suite: int) -> str:
 
 
 def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sandbox: Any,
-                  hooks: Hooks | None = None, extract: str = "last", left_out: Sequence[str] = ()) -> dict[str, Any]:
+                  hooks: Hooks | None = None, extract: str = "last", left_out: Sequence[str] = ()) -> EvalSummary:
     """pass@k of an existing samples file over the tasks it holds. The suite's tasks without
     samples are not counted: they are noted and listed in the summary (``missing_tasks``,
     ``tasks_scored`` of ``tasks_in_suite``). k values above the file's n are skipped."""
@@ -201,7 +203,6 @@ def score_samples(path: Path, suite: Suite, ks: Sequence[int], out_dir: Path, sa
     finally:
         verifier.close()
     counts, mix = _tally(per_task)
-    summary = summarize(scored, counts, ks, mix, {"model": f"samples:{path.name}", "samples_file": str(path)},
-                        missing)
-    write_json(out_dir / "summary.json", summary)
+    summary = summarize(scored, counts, ks, mix, f"samples:{path.name}", missing, samples_file=str(path))
+    write_json(out_dir / "summary.json", summary.to_json())
     return summary

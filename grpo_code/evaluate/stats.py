@@ -1,4 +1,4 @@
-"""pass@k statistics: the unbiased estimator, bootstrap intervals over tasks, the summary."""
+"""pass@k statistics: the unbiased estimator, bootstrap intervals over tasks, the summary record."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from grpo_code.evaluate.summary import EvalSummary, TaskCount
 from grpo_code.tasks.suite import Suite
 
 
@@ -29,29 +30,18 @@ def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> t
 
 
 def summarize(suite: Suite, counts: dict[str, tuple[int, int]], ks: Sequence[int], mix: Counter,
-              extra: dict[str, Any], missing: Sequence[str] = ()) -> dict[str, Any]:
+              model: str, missing: Sequence[str] = (), **extra: Any) -> EvalSummary:
     """pass@k and intervals from per-task (n, correct) counts; ``missing`` names the tasks
-    that were asked for but have no samples (not counted)."""
+    that were asked for but have no samples (not counted); ``extra``: the record's
+    ``settings`` or ``samples_file``."""
     task_ids = [t.id for t in suite.tasks if t.id in counts]
     pass_k, ci = {}, {}
     for k in ks:
         per_task = [pass_at_k(*counts[t], k) for t in task_ids]
-        pass_k[str(k)] = round(sum(per_task) / len(per_task), 6) if per_task else 0.0
+        pass_k[k] = round(sum(per_task) / len(per_task), 6) if per_task else 0.0
         lo, hi = bootstrap_ci(per_task)
-        ci[str(k)] = [round(lo, 6), round(hi, 6)]
-    n_values = sorted({counts[t][0] for t in task_ids})
-    return {
-        "pass_at_k": pass_k,
-        "ci95": ci,
-        "n": n_values[0] if len(n_values) == 1 else n_values,
-        "tasks": len(task_ids),
-        "tasks_scored": len(task_ids),
-        "tasks_in_suite": len(task_ids) + len(missing),
-        "missing_tasks": list(missing),
-        "suite": suite.name,
-        "suite_hash": suite.content_hash(),
-        "verdicts": dict(sorted(mix.items())),
-        "per_task": {t: {"n": counts[t][0], "correct": counts[t][1]} for t in task_ids},
-        **extra,
-    }
-
+        ci[k] = (round(lo, 6), round(hi, 6))
+    return EvalSummary(
+        model=model, suite=suite.name, suite_hash=suite.content_hash(), pass_at_k=pass_k, ci95=ci,
+        per_task={t: TaskCount(*counts[t]) for t in task_ids}, verdicts=dict(sorted(mix.items())),
+        tasks_in_suite=len(task_ids) + len(missing), missing_tasks=tuple(missing), **extra)

@@ -23,6 +23,7 @@ from typing import Any
 
 from grpo_code.evaluate.execute import EvalError, execute, sample_record
 from grpo_code.evaluate.files import Appender, read_jsonl
+from grpo_code.evaluate.summary import TurnsSummary
 from grpo_code.generation.base import Completion, Sampling, seeded_chunks
 from grpo_code.tasks import feedback
 from grpo_code.tasks.prompts import Prompt, render
@@ -44,8 +45,8 @@ def as_answer(sample: dict[str, Any]) -> Completion:
 
 
 def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, hooks: Any, first: dict[Key, dict],
-              first_results: dict[Key, dict], generator: Callable[[], Any]) -> dict[str, Any]:
-    """Turns 2..``settings.turns`` for every sample; returns the summary's ``turns`` block.
+              first_results: dict[Key, dict], generator: Callable[[], Any]) -> TurnsSummary:
+    """Turns 2..``settings.turns`` for every sample; returns the summary's ``turns`` record.
 
     ``first``/``first_results``: turn 1's sample and verdict record per (task id, index);
     ``generator()`` gives the (lazily loaded) model."""
@@ -113,10 +114,6 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, ho
         ran.append(0)
     # pass@1 is the mean over tasks of solved/n, and every task has n samples.
     rates = [round(count / len(keys), 6) if keys else 0.0 for count in by_turn]
-    return {
-        "max": settings.turns,
-        "pass_at_1": rates,
-        "mean_turns": round(sum(len(t.answers) for t in talks) / len(keys), 4) if keys else 0.0,
-        "samples_per_turn": ran,
-        "verdicts": [dict(sorted(m.items())) for m in mixes],
-    }
+    return TurnsSummary(max=settings.turns, pass_at_1=tuple(rates),
+                        mean_turns=round(sum(len(t.answers) for t in talks) / len(keys), 4) if keys else 0.0,
+                        samples_per_turn=tuple(ran), verdicts=tuple(dict(sorted(m.items())) for m in mixes))

@@ -19,6 +19,7 @@ from typing import Any
 from grpo_code import metric_names as M
 from grpo_code.errors import GrpoCodeError, MissingFileError
 from grpo_code.evaluate.files import read_jsonl
+from grpo_code.evaluate.summary import EvalSummary, SummaryFormatError
 
 # Test verdicts in the order they are stacked, and the completion-level shares logged next to them.
 TEST_VERDICTS = ["pass", "fail", "compile_error", "runtime_error", "timeout", "memory"]
@@ -55,38 +56,32 @@ class RunData:
 
 @dataclass
 class EvalData:
-    """One model's (or samples file's) eval: the contents of its ``summary.json``."""
+    """One model's (or samples file's) eval: its ``summary.json``."""
 
     name: str
     path: Path
-    summary: dict[str, Any]
+    summary: EvalSummary
 
     @property
     def ks(self) -> list[int]:
-        return sorted(int(k) for k in self.summary.get("pass_at_k", {}))
+        return sorted(self.summary.pass_at_k)
 
     def pass_at(self, k: int) -> tuple[float, float, float] | None:
         """(pass@k, CI low, CI high), or None when this eval did not compute that k."""
-        value = self.summary.get("pass_at_k", {}).get(str(k))
-        if value is None:
+        if k not in self.summary.pass_at_k:
             return None
-        lo, hi = self.summary.get("ci95", {}).get(str(k), (value, value))
-        return float(value), float(lo), float(hi)
+        return (self.summary.pass_at_k[k], *self.summary.ci95[k])
 
     def per_task(self) -> dict[str, float]:
         """Share of samples passing, per task id."""
-        out = {}
-        for task_id, c in self.summary.get("per_task", {}).items():
-            if c.get("n"):
-                out[task_id] = c["correct"] / c["n"]
-        return out
+        return {task_id: c.correct / c.n for task_id, c in self.summary.per_task.items() if c.n}
 
     def mix(self, tests: bool) -> Counter:
         """Sample statuses (``tests=False``) or test verdicts (``tests=True``) with their counts."""
         out: Counter = Counter()
-        for key, count in self.summary.get("verdicts", {}).items():
+        for key, count in self.summary.verdicts.items():
             if key.startswith("test_") == tests:
-                out[key.removeprefix("test_") if tests else key] += int(count)
+                out[key.removeprefix("test_") if tests else key] += count
         return out
 
 
@@ -99,14 +94,15 @@ RUN_FILES = ("config.yaml", "metrics.jsonl")
 EXPECTED = "config.yaml + metrics.jsonl (a training run), or summary.json or <model>/summary.json (an eval)"
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_summary(path: Path) -> EvalSummary:
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ReportError(f"{path} cannot be read: {exc}", "rerun the eval that wrote it") from None
-    if not isinstance(data, dict) or "pass_at_k" not in data:
-        raise ReportError(f"{path} is not an eval summary (no pass_at_k)", "pass a directory written by grpo-code eval")
-    return data
+    try:
+        return EvalSummary.from_json(data, name=path.parent.name)
+    except SummaryFormatError as exc:
+        raise ReportError(f"{path} is {exc}", "pass a directory written by grpo-code eval") from None
 
 
 def step_values(rows: list[dict[str, Any]], key: str) -> list[tuple[int, float]]:
@@ -152,8 +148,8 @@ def load_dir(path: Path) -> list[Item]:
         return [RunData(path.resolve().name, path, read_metrics(path / "metrics.jsonl"),
                         _read_config(path / "config.yaml"))]
     if (path / "summary.json").is_file():
-        return [EvalData(path.resolve().name, path, _read_json(path / "summary.json"))]
-    evals = [EvalData(sub.name, sub, _read_json(sub / "summary.json"))
+        return [EvalData(path.resolve().name, path, _read_summary(path / "summary.json"))]
+    evals = [EvalData(sub.name, sub, _read_summary(sub / "summary.json"))
              for sub in sorted(path.iterdir()) if (sub / "summary.json").is_file()]
     if evals:
         return evals
@@ -240,12 +236,12 @@ def run_summary(run: RunData) -> dict[str, Any]:
 
 def eval_summary(ev: EvalData) -> dict[str, Any]:
     s = ev.summary
-    split = (s.get("settings") or {}).get("split")
+    split = (s.settings or {}).get("split")
     return {
         "name": ev.name,
-        "model": s.get("model", ev.name),
-        "suite": s.get("suite", "?") + (f" ({split})" if split and split != "all" else ""),
-        "tasks": s.get("tasks"),
-        "n": s.get("n"),
+        "model": s.model,
+        "suite": s.suite + (f" ({split})" if split and split != "all" else ""),
+        "tasks": s.tasks,
+        "n": s.n,
         "pass": {k: ev.pass_at(k) for k in ev.ks},
     }

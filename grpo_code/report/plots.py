@@ -324,7 +324,7 @@ def task_grid(evals: list[EvalData]) -> Figure | str:
         return "no eval has per-task counts"
     grid = np.ma.masked_invalid(np.array([[p.get(t, math.nan) for p in per] for t in ids], dtype=float))
     names, prefix = _short_ids(ids)
-    counts = [e.summary.get("per_task", {}) for e in evals]
+    counts = [e.summary.per_task for e in evals]
     wide = len(ids) > 60  # a long suite runs along the x axis instead
     cmap = _colormap()
     if wide:
@@ -353,7 +353,7 @@ def task_grid(evals: list[EvalData]) -> Figure | str:
                 for c, cnt in enumerate(counts):
                     if t in cnt:
                         value = grid[r, c]
-                        ax.text(c, r, f"{cnt[t]['correct']}/{cnt[t]['n']}", ha="center", va="center",
+                        ax.text(c, r, f"{cnt[t].correct}/{cnt[t].n}", ha="center", va="center",
                                 fontsize="x-small", color="white" if value < 0.55 else "black")
     ax.tick_params(length=0)
     bar = fig.colorbar(image, ax=ax, shrink=0.9 if wide else min(0.9, 8 / max(8, len(ids)) + 0.3), pad=0.02)

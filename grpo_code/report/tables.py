@@ -43,7 +43,7 @@ def run_table(runs: list[RunData]) -> Table:
 def eval_table(evals: list[EvalData]) -> Table:
     ks = sorted({k for e in evals for k in e.ks})
     # The model column only when some eval directory is not simply named after its model.
-    with_model = any(slug(str(e.summary.get("model", e.name))) != e.name.split("/")[-1] for e in evals)
+    with_model = any(slug(e.summary.model) != e.name.split("/")[-1] for e in evals)
     suites = {eval_summary(e)["suite"] for e in evals}
     with_suite = len(suites) > 1  # one suite goes in the title
     title = EVAL_TITLE if with_suite else f"Evals on {suites.pop()}: {EVAL_TITLE[len('Evals ('):-1]}"

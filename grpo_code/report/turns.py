@@ -52,13 +52,13 @@ def run_turns(runs: list[RunData]) -> Figure | str:
 
 def eval_turns(evals: list[EvalData]) -> Figure | str:
     """pass@1 after each turn (a sample counts once one of its programs passed), per eval."""
-    present = [(j, ev) for j, ev in enumerate(evals) if ev.summary.get("turns", {}).get("pass_at_1")]
+    present = [(j, ev) for j, ev in enumerate(evals) if ev.summary.turns and ev.summary.turns.pass_at_1]
     if not present:
         return "no eval ran more than one turn (grpo-code eval --turns)"
     fig, axes = _figure(4.0, width=6.5)
     ax = axes[0][0]
     for j, ev in present:
-        rates = ev.summary["turns"]["pass_at_1"]
+        rates = list(ev.summary.turns.pass_at_1)
         turns = list(range(1, len(rates) + 1))
         ax.plot(turns, rates, color=color(j), lw=2, marker="o", label=ev.name)
         for t, r in zip(turns, rates, strict=True):
@@ -66,7 +66,7 @@ def eval_turns(evals: list[EvalData]) -> Figure | str:
     ax.set_xlabel("turn")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("pass@1 by that turn")
-    ax.set_ylim(0, max(0.1, max(max(ev.summary["turns"]["pass_at_1"]) for _, ev in present) + 0.1))
+    ax.set_ylim(0, max(0.1, max(max(ev.summary.turns.pass_at_1) for _, ev in present) + 0.1))
     ax.grid(alpha=0.3)
     _legend_outside(fig, [Line2D([], [], color=color(j), lw=2, marker="o", label=ev.name) for j, ev in present])
     fig.suptitle("pass@1 after each turn")
