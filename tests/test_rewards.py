@@ -33,6 +33,7 @@ from grpo_code.tasks import Task
 from grpo_code.tasks.prompts import completion_text
 from grpo_code.verify.early import EarlyJobs, cut_at_limit
 from grpo_code.verify.store import RewardCache, cache_key
+from grpo_code.verify.verifier import UnknownTask
 
 P, F, T, RE, CE = Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.RUNTIME_ERROR, Verdict.COMPILE_ERROR
 
@@ -605,7 +606,7 @@ def test_reward_function_needs_task_ids():
     [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), FakeSandbox(judge), [add_task()]))
     with pytest.raises(RewardError, match="task_id"):
         func.score_batch(["p"], ["c"])
-    with pytest.raises(RewardError, match="not in the task set"):
+    with pytest.raises(UnknownTask, match="'nope', which is not in the task set"):  # the one lookup of every path
         func.score_batch(["p"], ["c"], task_id=["nope"])
 
 

@@ -96,13 +96,6 @@ class CodeReward:
         self.last: list[Scored] = []
         """The scored items of the latest batch (the trainer's completions log reads them)."""
 
-    def _task(self, task_id: Any) -> Any:
-        task = self.verifier.tasks.get(task_id)
-        if task is None:
-            raise RewardError(f"reward function got task id {task_id!r}, which is not in the task set",
-                              "build the reward functions from the same suite as the training dataset")
-        return task
-
     def _submit(self, task: Any, completion: Any, style: str, truncated: bool) -> Any:
         if self.early is not None:
             return self.early.claim(task, completion, style, truncated)
@@ -114,7 +107,7 @@ class CodeReward:
         if ids is None:
             raise RewardError(f"the training dataset has no {self.task_column!r} column",
                               "each prompt row must carry the id of its task")
-        tasks = [self._task(t) for t in ids]
+        tasks = [self.verifier.task(t) for t in ids]
         style = self.style or ("chat" if completions and not isinstance(completions[0], str) else "raw")
         if kwargs.get("final_answer") is not None:  # a multi-turn rollout: its last answer is scored
             completions = list(kwargs["final_answer"])

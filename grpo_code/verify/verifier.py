@@ -171,7 +171,8 @@ class Verifier:
         task = self.tasks.get(task_id)
         if task is None:
             raise UnknownTask(f"an answer names task id {task_id!r}, which is not in the task set",
-                              "judge answers against the suite they were made for")
+                              "judge answers against the suite they were made for (a training dataset, its "
+                              "reward functions and an eval's samples must come from one suite)")
         return task
 
     def fingerprint(self, language: str) -> str:
