@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from conftest import BENCH
-from grpo_code.errors import MissingFileError, SuiteError
-from grpo_code.sandbox.types import CallTest, LimitsError, ScriptTest
+from grpo_code.errors import MissingFileError, SandboxError, SuiteError
+from grpo_code.sandbox.types import CallTest, Limits, LimitsError, ScriptTest
 from grpo_code.tasks import Task, adapters, load_suite, render, write_suite
 from grpo_code.tasks.records import Conversion, Unreadable, UnreadableRecordsError
 from grpo_code.tasks.suite import converted_tasks, suite_from_records
@@ -363,8 +363,6 @@ def test_reference_factor_sets_the_time_limit_from_the_references_slowest_test(t
     ``timeout_s``; the same from a cached oracle; a program that loops stops there."""
     import time
 
-    from grpo_code.sandbox import Limits
-
     limits = Limits.from_dict({"timeout_s": 10, "reference_factor": 4})
     assert limits.from_reference(0.001) == Limits(1.0, None) and limits.from_reference(1.5) == Limits(6.0, None)
     assert limits.from_reference(30) == Limits(10.0, None) and Limits(reference_factor=2).from_reference(8) == Limits(16.0)
@@ -379,6 +377,28 @@ def test_reference_factor_sets_the_time_limit_from_the_references_slowest_test(t
         started = time.monotonic()
         [looped] = sandbox.run([cached.job("def f(n):\n    while True:\n        pass\n")])
         assert looped.tests[0].verdict.value == "timeout" and time.monotonic() - started < 8
+
+
+def test_reference_factor_is_refused_where_no_oracle_applies_it(tmp_path: Path) -> None:
+    """A factor of the reference's time means nothing without an oracle run: a task that
+    writes its expected values out, or a job file, refuses it instead of ignoring it."""
+    from grpo_code.sandbox.types import Job
+    from grpo_code.tasks.schema import task_from_dict
+
+    written = {"id": "w", "prompt": "p", "entry_point": "f", "reference": "def f(x):\n    return x\n",
+               "limits": {"reference_factor": 4}, "tests": [{"kind": "call", "fn": "f", "args": [1], "expected": 1}]}
+    with pytest.raises(SuiteError, match=r"line 3: limits.reference_factor: .*use limits.timeout_s"):
+        task_from_dict(written, "line 3")
+    from_suite = {**written, "limits": None}
+    with pytest.raises(SuiteError, match=r"reference_factor \(from suite.yaml's limits\)"):
+        task_from_dict(from_suite, "line 3", default_limits=Limits(reference_factor=4))
+    oracle = {**written, "tests": [{"kind": "call", "fn": "f", "args": [1]}]}
+    task = task_from_dict(oracle, "line 3")
+    assert task.limits.reference_factor == 4
+    assert task.job("def f(x):\n    return x\n", record=True).limits.reference_factor is None  # the oracle's run
+    job = Job("x = 1\n", (ScriptTest(""),)).to_dict()
+    with pytest.raises(SandboxError, match="limits.reference_factor is for task suites"):
+        Job.from_dict({**job, "limits": {"timeout_s": 5, "reference_factor": 4}})
 
 
 def test_isolation_and_stop_on_failure_reach_the_job() -> None:

@@ -391,6 +391,8 @@ class Job:
             limits = Limits.from_dict(data.get("limits"))
         except LimitsError as exc:
             raise SandboxError(f"bad job: {exc}", "see docs/sandbox.md for the job format") from None
+        _want(limits.reference_factor is None, "limits.reference_factor",
+              "is for task suites (a task's time from its reference's, docs/tasks.md); a job takes timeout_s")
         return cls(
             program=data["program"],
             tests=tuple(testcase_from_dict(t, f"tests[{i}]") for i, t in enumerate(tests)),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -84,7 +84,9 @@ class Task:
             raise SuiteError(f"task {self.id!r}: expected values not computed from its reference yet",
                              "resolve the suite first (grpo_code.tasks.oracle.resolve)")
         tests = self.public_tests if public else self.tests
-        job = Job(program=program, tests=tests, language=self.language, limits=self.limits,
+        # The reference's time is applied by the oracle (Limits.from_reference): a job's limits never carry it.
+        limits = replace(self.limits, reference_factor=None)
+        job = Job(program=program, tests=tests, language=self.language, limits=limits,
                    entry_point=self.entry_point if self.language == "python" else None,
                    checkers=self.checkers, record=record,
                    helpers=self.helpers if self.language == "python" else None,
@@ -199,6 +201,12 @@ def task_from_dict(
         if not getattr(test, "has_expected", True) and name is None and data.get("reference") is None:
             raise bad(f"tests[{i}]", "has no expected value, and the task has no reference to compute it from "
                                      "(give the expected value, a reference, or a checker)")
+    oracle = data.get("reference") is not None and any(not getattr(t, "has_expected", True) for t in tests)
+    if limits.reference_factor is not None and not oracle:
+        own = (data.get("limits") or {}).get("reference_factor") is not None
+        raise bad("limits.reference_factor" if own else "limits.reference_factor (from suite.yaml's limits)",
+                  "scales the reference's time, so it applies only to tasks whose expected values the reference "
+                  "oracle computes (tests without expected values, and a reference); use limits.timeout_s here")
     return Task(
         id=data["id"],
         prompt=data["prompt"],
