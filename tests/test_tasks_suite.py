@@ -357,6 +357,43 @@ def test_the_oracle_keeps_the_digests_of_large_values_it_stored(tmp_path: Path, 
         assert ok.status.value == "pass"
 
 
+def test_the_oracle_cache_keeps_under_its_cap_by_dropping_the_least_recently_used(
+        tmp_path: Path, tmp_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import time
+
+    from grpo_code.errors import GrpoCodeError
+    from grpo_code.tasks import oracle
+
+    assert oracle.cache_limit() == 2048 << 20
+    for bad in ("lots", "-1", "1.5"):
+        monkeypatch.setenv(oracle.CACHE_MB_ENV, bad)
+        with pytest.raises(GrpoCodeError, match=oracle.CACHE_MB_ENV):
+            oracle.cache_limit()
+    folder = oracle.oracle_dir()
+    folder.mkdir(parents=True)
+    now = time.time()
+    ages = {"kept": 900, "older": 500, "newer": 100, "torn.partial": 2 * oracle.PARTIAL_GRACE_S,
+            "writing.partial": 10}
+    for name, age in ages.items():
+        (folder / name).write_bytes(b"x" * 1000)
+        os.utime(folder / name, (now - age, now - age))
+    # 5000 bytes, cap 3000: the torn write and the older file go; the kept one (the suite being
+    # resolved) and another process's write in progress never do
+    assert oracle.prune({folder / "kept"}, 3000) == 2000
+    assert sorted(p.name for p in folder.iterdir()) == ["kept", "newer", "writing.partial"]
+    assert oracle.prune(set(), 10**6) == 0
+
+    # resolve prunes after it stores, and a cache hit counts as a use
+    monkeypatch.setenv(oracle.CACHE_MB_ENV, "0")
+    record = {"id": "c/1", "prompt": "Write f(n).", "entry_point": "f", "reference": "def f(n):\n    return n\n",
+              "tests": [{"kind": "call", "fn": "f", "args": [1]}]}
+    with resolved_twice(tmp_path, record) as (fresh, cached, _):
+        assert fresh.tests[0].expected == cached.tests[0].expected == 1
+    [stored] = [p for p in folder.iterdir() if p.name not in ("writing.partial",)]
+    assert stored.name.endswith(oracle.FORMAT) and now - stored.stat().st_mtime < 60
+
+
 def test_reference_factor_sets_the_time_limit_from_the_references_slowest_test(tmp_path: Path,
                                                                                 tmp_cache: Path) -> None:
     """evalplus's rule, per task: factor x the reference's slowest test, at least 1 s, at most

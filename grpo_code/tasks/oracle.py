@@ -21,12 +21,13 @@ import json
 import marshal
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grpo_code.errors import SandboxError
+from grpo_code.errors import GrpoCodeError, SandboxError
 from grpo_code.paths import cache_dir
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks.schema import Task
@@ -38,8 +39,58 @@ FORMAT = f"marshal{marshal.version}-py{sys.version_info[0]}.{sys.version_info[1]
 """A cache file is read by the Python that wrote it (marshal's format is Python's own)."""
 
 
+CACHE_MB_ENV = "GRPO_CODE_ORACLE_CACHE_MB"
+DEFAULT_CACHE_MB = 2048
+"""The oracle cache's size cap: past it, the least recently used files go (each harness
+version computes its own values; HumanEval+'s take about 240 MB)."""
+PARTIAL_GRACE_S = 3600.0
+"""A ``.partial`` file younger than this may be another process's write in progress."""
+
+
 def oracle_dir() -> Path:
     return cache_dir() / "oracle"
+
+
+def cache_limit() -> int:
+    """The cache cap in bytes (``$GRPO_CODE_ORACLE_CACHE_MB``, default 2048)."""
+    raw = os.environ.get(CACHE_MB_ENV)
+    if raw is None:
+        return DEFAULT_CACHE_MB << 20
+    try:
+        mb = int(raw)
+    except ValueError:
+        mb = -1
+    if mb < 0:
+        raise GrpoCodeError(f"{CACHE_MB_ENV}={raw!r} is not a size in megabytes",
+                            "set a whole number >= 0 (0 keeps only the files of the suite being resolved)")
+    return mb << 20
+
+
+def prune(keep: set[Path], limit: int) -> int:
+    """Remove the least recently used cache files (by mtime: a load refreshes it) until the
+    cache is at most ``limit`` bytes; never one in ``keep`` (the suite being resolved) nor
+    another process's write in progress. Returns the bytes freed."""
+    try:
+        paths = list(oracle_dir().iterdir())
+    except FileNotFoundError:
+        return 0
+    now, total, candidates = time.time(), 0, []
+    for path in paths:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        total += st.st_size
+        writing = path.name.endswith(".partial") and now - st.st_mtime < PARTIAL_GRACE_S
+        if path not in keep and not writing:
+            candidates.append((st.st_mtime, st.st_size, path))
+    freed = 0
+    for _, size, path in sorted(candidates):
+        if total - freed <= limit:
+            break
+        path.unlink(missing_ok=True)
+        freed += size
+    return freed
 
 
 def _key(task: Task, fingerprint: str) -> str:
@@ -64,6 +115,14 @@ def _store(path: Path, values: dict[int, Any], large: dict[int, str], reference_
     tmp.write_bytes(marshal.dumps({"schema": SCHEMA, "format": FORMAT, "values": values, "large": large,
                                    "reference_cpu_s": reference_cpu_s}))
     tmp.replace(path)
+
+
+def _touch(path: Path) -> None:
+    """Mark a cache file used (its mtime orders :func:`prune`)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # a read-only cache still serves
 
 
 def _copy(test: Any) -> Any:
@@ -119,13 +178,17 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
     resolved: dict[str, Task] = {}
     broken: dict[str, str] = {}
     jobs = []
+    limit = cache_limit()  # a bad setting is said before any work
     verifier = Verifier(todo, sandbox)
+    keep = set()
     for task in todo:
         path = oracle_dir() / f"{_key(task, sandbox.fingerprint(task.language))}.{FORMAT}"
+        keep.add(path)
         cached = _load(path) if use_cache else None
         indices = _pending(task)
         if cached is not None and set(cached[0]) == set(indices):
             resolved[task.id] = fill(task, *cached)
+            _touch(path)
             continue
         only = dataclasses.replace(task, tests=tuple(task.tests[i] for i in indices))
         jobs.append((task, indices, path, verifier.record(only, task.reference)))
@@ -145,6 +208,8 @@ def resolve(suite: Any, sandbox: Any, progress: Callable[[int, int], None] | Non
             resolved[task.id] = filled
         if progress:
             progress(done, len(jobs))
+    if jobs:  # the cache grew
+        prune(keep, limit)
     tasks = tuple(resolved.get(t.id, t) for t in suite.tasks if t.id not in broken)
     if not tasks:
         return dataclasses.replace(suite, tasks=()), broken
