@@ -289,7 +289,11 @@ def test_stale_containers_from_a_crashed_run_are_removed(ready):
 
 OWNER_SCRIPT = textwrap.dedent(
     """
-    import sys, time
+    import faulthandler, signal, sys, time
+    faulthandler.register(signal.SIGUSR1)  # the test's view of a hung owner
+    # Ctrl-C as a terminal delivers it: a test run started in the background of a script
+    # ignores SIGINT, and a child started ignoring it never raises KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from grpo_code.config import SandboxConfig
     from grpo_code.sandbox import Sandbox
     sb = Sandbox(SandboxConfig(backend="docker", workers=2)).start()
@@ -315,7 +319,14 @@ def test_no_container_survives_its_owner(ready, sig):
         proc.send_signal(sig)
         # The pool waits at most SHUTDOWN_S for the engine to remove its containers (they go
         # in parallel; a loaded engine can take that long), then the interpreter exits.
-        proc.wait(SHUTDOWN_S + 15)
+        try:
+            proc.wait(SHUTDOWN_S + 15)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # every thread's stack, to stderr
+            time.sleep(2)
+            proc.kill()
+            pytest.fail(f"the owner did not exit within {SHUTDOWN_S + 15} s of {sig.name}:\n"
+                        + proc.communicate()[1].decode(errors="replace")[-6000:])
         deadline = time.monotonic() + SHUTDOWN_S + 15
         while time.monotonic() < deadline:
             left = [c for c, o in docker_backend.list_containers() if c in mine]
