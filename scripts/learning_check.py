@@ -86,9 +86,12 @@ def eval_summary(out: Path) -> EvalSummary:
     found = list(out.glob("*/summary.json"))
     if len(found) != 1:
         sys.exit(f"error: expected one summary.json under {out}, found {len(found)}")
-    from grpo_code.evaluate.summary import EvalSummary
+    from grpo_code.evaluate.summary import EvalSummary, SummaryFormatError
 
-    return EvalSummary.from_json(json.loads(found[0].read_text()))
+    try:
+        return EvalSummary.from_json(json.loads(found[0].read_text()))
+    except (json.JSONDecodeError, SummaryFormatError) as exc:
+        sys.exit(f"error: {found[0]}: {exc}")
 
 
 def shares(summary: EvalSummary) -> dict[str, float]:

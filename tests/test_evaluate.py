@@ -247,7 +247,7 @@ def test_the_summary_record_reads_old_files_and_names_what_is_wrong() -> None:
     assert {k: v for k, v in s.to_json().items() if k in old} == old
     uneven = EvalSummary.from_json({**old, "per_task": {"a": {"n": 2, "correct": 1}, "b": {"n": 3, "correct": 0}}})
     assert uneven.n == [2, 3]
-    for bad, said in (([], "no pass_at_k"), ({"ci95": {}}, "no pass_at_k"),
+    for bad, said in (([], "no pass_at_k"), ({"ci95": {}}, "no pass_at_k"), ({**old, "settings": "x"}, "settings"),
                       ({**old, "per_task": {"a": {"n": 2}}}, "KeyError"), ({**old, "pass_at_k": {"x": 1}}, "ValueError")):
         with pytest.raises(SummaryFormatError, match=said):
             EvalSummary.from_json(bad)

@@ -383,6 +383,9 @@ def test_the_oracle_cache_keeps_under_its_cap_by_dropping_the_least_recently_use
     assert oracle.prune({folder / "kept"}, 3000) == 2000
     assert sorted(p.name for p in folder.iterdir()) == ["kept", "newer", "writing.partial"]
     assert oracle.prune(set(), 10**6) == 0
+    (folder / "a-folder").mkdir()  # not a cache file: neither counted nor removed
+    assert oracle.prune(set(), 0) == 2000 and sorted(p.name for p in folder.iterdir()) == ["a-folder", "writing.partial"]
+    (folder / "a-folder").rmdir()
 
     # resolve prunes after it stores, and a cache hit counts as a use
     monkeypatch.setenv(oracle.CACHE_MB_ENV, "0")
@@ -426,9 +429,11 @@ def test_reference_factor_is_refused_where_no_oracle_applies_it(tmp_path: Path) 
                "limits": {"reference_factor": 4}, "tests": [{"kind": "call", "fn": "f", "args": [1], "expected": 1}]}
     with pytest.raises(SuiteError, match=r"line 3: limits.reference_factor: .*use limits.timeout_s"):
         task_from_dict(written, "line 3")
-    from_suite = {**written, "limits": None}
-    with pytest.raises(SuiteError, match=r"reference_factor \(from suite.yaml's limits\)"):
-        task_from_dict(from_suite, "line 3", default_limits=Limits(reference_factor=4))
+    with pytest.raises(SuiteError, match="convert it again"):  # a suite converted before the rule
+        task_from_dict({**written, "metadata": {"source": "mbpp+"}}, "line 3")
+    # suite.yaml's factor is a default for its oracle tasks: the others go without it
+    from_suite = task_from_dict({**written, "limits": None}, "line 3", default_limits=Limits(5, None, 4))
+    assert from_suite.limits == Limits(5, None, None)
     oracle = {**written, "tests": [{"kind": "call", "fn": "f", "args": [1]}]}
     task = task_from_dict(oracle, "line 3")
     assert task.limits.reference_factor == 4

@@ -9,7 +9,6 @@ a samples file (:func:`score_samples`); :func:`print_results` prints the table.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -202,9 +201,8 @@ def run(request: EvalRequest, console: Console | None = None) -> EvalResult:
                                       vllm_gpu_memory_utilization=cfg.generation.vllm_gpu_memory_utilization,
                                       log=err.print)
 
-            started = time.monotonic()
-            summary = eval_model(factory, settings, suite, plan.ks, plan.out / slug(settings.model), sandbox, hooks)
-            summaries[settings.model] = replace(summary, wall_s=round(time.monotonic() - started, 1))
+            summaries[settings.model] = eval_model(factory, settings, suite, plan.ks, plan.out / slug(settings.model),
+                                                   sandbox, hooks)
     return EvalResult(summaries, tuple(plan.ks), None if request.samples is not None else plan.out)
 
 

@@ -7,7 +7,7 @@ record they are ints. ``from_json`` reads summaries written by earlier versions 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -68,9 +68,6 @@ class EvalSummary:
     """The eval settings (backend, style, sampling...) of a model eval."""
     samples_file: str | None = None
     turns: TurnsSummary | None = None
-    wall_s: float | None = field(default=None, compare=False)
-    """Seconds this model's eval took (not written to ``summary.json``: a resumed eval's
-    wall time would not be the eval's)."""
 
     @property
     def tasks(self) -> int:
@@ -118,6 +115,8 @@ class EvalSummary:
         id. Raises :class:`SummaryFormatError` naming the first thing that is wrong."""
         if not isinstance(data, dict) or not isinstance(data.get("pass_at_k"), dict):
             raise SummaryFormatError("not an eval summary (no pass_at_k)")
+        if not isinstance(data.get("settings"), (dict, type(None))):
+            raise SummaryFormatError(f"malformed eval summary (settings is {type(data['settings']).__name__})")
         try:
             pass_k = {int(k): float(v) for k, v in data["pass_at_k"].items()}
             ci = {int(k): (float(v[0]), float(v[1])) for k, v in (data.get("ci95") or {}).items()}

@@ -100,7 +100,7 @@ def _read_summary(path: Path) -> EvalSummary:
     except (OSError, json.JSONDecodeError) as exc:
         raise ReportError(f"{path} cannot be read: {exc}", "rerun the eval that wrote it") from None
     try:
-        return EvalSummary.from_json(data, name=path.parent.name)
+        return EvalSummary.from_json(data, name=path.parent.resolve().name)
     except SummaryFormatError as exc:
         raise ReportError(f"{path} is {exc}", "pass a directory written by grpo-code eval") from None
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import marshal
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -78,8 +79,10 @@ def prune(keep: set[Path], limit: int) -> int:
     for path in paths:
         try:
             st = path.stat()
-        except FileNotFoundError:
+        except OSError:
             continue
+        if not stat.S_ISREG(st.st_mode):
+            continue  # not ours
         total += st.st_size
         writing = path.name.endswith(".partial") and now - st.st_mtime < PARTIAL_GRACE_S
         if path not in keep and not writing:
@@ -88,8 +91,14 @@ def prune(keep: set[Path], limit: int) -> int:
     for _, size, path in sorted(candidates):
         if total - freed <= limit:
             break
-        path.unlink(missing_ok=True)
-        freed += size
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            freed += size  # another process pruned it
+        except OSError:
+            continue  # not ours to remove (a shared cache): the next one then
+        else:
+            freed += size
     return freed
 
 

@@ -203,10 +203,15 @@ def task_from_dict(
                                      "(give the expected value, a reference, or a checker)")
     oracle = data.get("reference") is not None and any(not getattr(t, "has_expected", True) for t in tests)
     if limits.reference_factor is not None and not oracle:
-        own = (data.get("limits") or {}).get("reference_factor") is not None
-        raise bad("limits.reference_factor" if own else "limits.reference_factor (from suite.yaml's limits)",
-                  "scales the reference's time, so it applies only to tasks whose expected values the reference "
-                  "oracle computes (tests without expected values, and a reference); use limits.timeout_s here")
+        if (data.get("limits") or {}).get("reference_factor") is None:
+            limits = replace(limits, reference_factor=None)  # suite.yaml's default is for its oracle tasks
+        else:
+            again = (" (a suite converted by an earlier `grpo-code tasks convert evalplus`: convert it again)"
+                     if str(metadata.get("source", "")).endswith("+") else "")
+            raise bad("limits.reference_factor",
+                      "scales the reference's time, so it applies only to tasks whose expected values the "
+                      f"reference oracle computes (tests without expected values, and a reference); use "
+                      f"limits.timeout_s here{again}")
     return Task(
         id=data["id"],
         prompt=data["prompt"],
