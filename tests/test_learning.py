@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from grpo_code.evaluate.summary import EvalSummary, TaskCount
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -64,14 +66,21 @@ def test_the_reward_test_pairs_tasks_when_both_parts_trained_on_them(tmp_path: P
     assert lc.first_last_test(rewards, tmp_path / "c")["steps_per_part"] == 2  # a quarter: other tasks
 
 
+def _summary(correct: dict[str, int], n: int = 4) -> EvalSummary:
+    """An eval summary of ``n`` samples per task with ``correct[task]`` passing."""
+    return EvalSummary(model="m", suite="s", suite_hash="h", pass_at_k={}, ci95={},
+                       per_task={t: TaskCount(n, c) for t, c in correct.items()}, verdicts={},
+                       tasks_in_suite=len(correct))
+
+
 def test_the_pass_at_1_change_is_paired_by_task() -> None:
     """Task difficulty cancels out of the change's noise: tasks of very different pass rates,
     each up by 0.25, give a change of 0.25 with no spread."""
     lc = _check_module()
-    before = {"per_task": {"a": {"correct": 0, "n": 4}, "b": {"correct": 3, "n": 4}, "c": {"correct": 1, "n": 4}}}
-    after = {"per_task": {"a": {"correct": 1, "n": 4}, "b": {"correct": 4, "n": 4}, "c": {"correct": 2, "n": 4}}}
+    before = _summary({"a": 0, "b": 3, "c": 1})
+    after = _summary({"a": 1, "b": 4, "c": 2})
     assert lc.paired_change(before, after, {"a", "b", "c"}) == {"tasks": 3, "change": 0.25, "se": 0.0}
-    mixed = lc.paired_change(before, after | {"per_task": {**after["per_task"], "a": {"correct": 0, "n": 4}}}, {"a", "b"})
+    mixed = lc.paired_change(before, _summary({"a": 0, "b": 4, "c": 2}), {"a", "b"})
     assert mixed["tasks"] == 2 and mixed["change"] == 0.125 and mixed["se"] == 0.125
 
 
@@ -79,11 +88,10 @@ def test_split_pass_is_pass_at_1_over_the_split_s_tasks_with_its_standard_error(
     """One eval of every task serves both splits: each split's pass@1 is the mean share of
     correct samples over its own tasks."""
     lc = _check_module()
-    per_task = {"a": {"correct": 2, "n": 4}, "b": {"correct": 4, "n": 4}, "c": {"correct": 0, "n": 4},
-                "d": {"correct": 1, "n": 4}}
-    train = lc.split_pass({"per_task": per_task}, {"a", "b"})
+    summary = _summary({"a": 2, "b": 4, "c": 0, "d": 1})
+    train = lc.split_pass(summary, {"a", "b"})
     assert train == {"tasks": 2, "pass_at_1": 0.75, "se": 0.25}
-    held_out = lc.split_pass({"per_task": per_task}, {"c", "d", "not-evaluated"})
+    held_out = lc.split_pass(summary, {"c", "d", "not-evaluated"})
     assert held_out["tasks"] == 2 and held_out["pass_at_1"] == 0.125 and held_out["se"] == 0.125
 
 
