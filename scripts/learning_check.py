@@ -94,16 +94,11 @@ def eval_summary(out: Path) -> EvalSummary:
         sys.exit(f"error: {found[0]}: {exc}")
 
 
-def shares(summary: EvalSummary) -> dict[str, float]:
-    """Per task with samples: the share of its samples that passed."""
-    return {t: c.correct / c.n for t, c in summary.per_task.items() if c.n}
-
-
 def split_pass(summary: EvalSummary, ids: set[str]) -> dict:
     """pass@1 over the tasks ``ids`` of an eval's summary (the mean over tasks of each
     task's share of correct samples, as pass@1 from n samples is), with its standard error
     over those tasks."""
-    got = [share for t, share in shares(summary).items() if t in ids]
+    got = [share for t, share in summary.shares().items() if t in ids]
     se = statistics.stdev(got) / math.sqrt(len(got)) if len(got) > 1 else 0.0
     return {"tasks": len(got), "pass_at_1": round(statistics.mean(got), 4) if got else 0.0, "se": round(se, 4)}
 
@@ -122,7 +117,7 @@ def paired_change(before: EvalSummary, after: EvalSummary, ids: set[str]) -> dic
     standard error over the per-task differences: both evals sample the same tasks with
     the same seed, so how hard a task is cancels out of the noise as it does out of the
     difference."""
-    first, last = shares(before), shares(after)
+    first, last = before.shares(), after.shares()
     diffs = [last[t] - first[t] for t in sorted(ids & first.keys() & last.keys())]
     se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
     return {"tasks": len(diffs), "change": round(statistics.mean(diffs), 4) if diffs else 0.0, "se": round(se, 4)}

@@ -80,6 +80,10 @@ class EvalSummary:
         values = sorted({c.n for c in self.per_task.values()})
         return values[0] if len(values) == 1 else values
 
+    def shares(self) -> dict[str, float]:
+        """Per task with samples: the share of them that passed (its pass@1)."""
+        return {t: c.correct / c.n for t, c in self.per_task.items() if c.n}
+
     @property
     def samples(self) -> int:
         """Samples scored (statuses, not test verdicts)."""

@@ -74,7 +74,7 @@ class EvalData:
 
     def per_task(self) -> dict[str, float]:
         """Share of samples passing, per task id."""
-        return {task_id: c.correct / c.n for task_id, c in self.summary.per_task.items() if c.n}
+        return self.summary.shares()
 
     def mix(self, tests: bool) -> Counter:
         """Sample statuses (``tests=False``) or test verdicts (``tests=True``) with their counts."""

@@ -201,18 +201,7 @@ def task_from_dict(
         if not getattr(test, "has_expected", True) and name is None and data.get("reference") is None:
             raise bad(f"tests[{i}]", "has no expected value, and the task has no reference to compute it from "
                                      "(give the expected value, a reference, or a checker)")
-    oracle = data.get("reference") is not None and any(not getattr(t, "has_expected", True) for t in tests)
-    if limits.reference_factor is not None and not oracle:
-        if (data.get("limits") or {}).get("reference_factor") is None:
-            limits = replace(limits, reference_factor=None)  # suite.yaml's default is for its oracle tasks
-        else:
-            again = (" (a suite converted by an earlier `grpo-code tasks convert evalplus`: convert it again)"
-                     if str(metadata.get("source", "")).endswith("+") else "")
-            raise bad("limits.reference_factor",
-                      "scales the reference's time, so it applies only to tasks whose expected values the "
-                      f"reference oracle computes (tests without expected values, and a reference); use "
-                      f"limits.timeout_s here{again}")
-    return Task(
+    task = Task(
         id=data["id"],
         prompt=data["prompt"],
         tests=tuple(tests),
@@ -227,6 +216,15 @@ def task_from_dict(
         helpers=data.get("helpers") or None,
         isolation=isolation,
     )
+    if limits.reference_factor is None or task.needs_oracle:
+        return task
+    if (data.get("limits") or {}).get("reference_factor") is None:  # suite.yaml's default is for its oracle tasks
+        return replace(task, limits=replace(limits, reference_factor=None))
+    again = (" (a suite converted by an earlier `grpo-code tasks convert evalplus`: convert it again)"
+             if str(metadata.get("source", "")).endswith("+") else "")
+    raise bad("limits.reference_factor",
+              "scales the reference's time, so it applies only to tasks whose expected values the reference "
+              f"oracle computes (tests without expected values, and a reference); use limits.timeout_s here{again}")
 
 
 def _tests(raw: list[Any], key: str, where: str) -> list[TestCase]:
