@@ -49,7 +49,8 @@ def test_every_isolation_setting_reaches_the_engine(channel_dir):
     container = (512 + 128 + 640) * mb
     assert hc["NetworkMode"] == "none"  # --network none
     assert hc["ReadonlyRootfs"] is True  # --read-only
-    assert hc["Tmpfs"] == {"/tmp": "rw,nosuid,nodev,noexec,size=128m,mode=1777"}  # --tmpfs
+    tmpfs = "rw,nosuid,nodev,noexec,size=128m,nr_inodes=8192,mode=1777"
+    assert hc["Tmpfs"] == {"/tmp": tmpfs, "/dev/shm": tmpfs}  # --tmpfs
     assert hc["Memory"] == container and hc["MemorySwap"] == container  # --memory = --memory-swap
     assert hc["PidsLimit"] == 64  # --pids-limit
     assert hc["CapDrop"] == ["ALL"]  # --cap-drop ALL
@@ -58,7 +59,9 @@ def test_every_isolation_setting_reaches_the_engine(channel_dir):
     assert hc["LogConfig"] == {"Type": "none", "Config": {}}  # --log-driver none
     assert hc["Ulimits"] == [{"Name": "core", "Soft": 0, "Hard": 0}]  # --ulimit core=0
     assert hc["Sysctls"] == {"kernel.shmmax": str(128 * mb), "kernel.shmall": str(128 * mb // 4096),  # --sysctl
-                             "kernel.shmmni": "32", "kernel.msgmni": "16", "kernel.msgmnb": "16384"}
+                             "kernel.shmmni": "32", "kernel.msgmni": "16", "kernel.msgmnb": "16384",
+                             "kernel.sem": "64 1024 32 16", "fs.mqueue.queues_max": "16",
+                             "fs.mqueue.msg_max": "10", "fs.mqueue.msgsize_max": "8192"}
     assert hc["AutoRemove"] is True  # --rm
     assert not hc.get("Privileged")
     assert body["User"] == f"{db.SANDBOX_UID}:{db.SANDBOX_UID}"  # --user (not root)

@@ -173,7 +173,10 @@ def container_spec(
         "auto_remove": True,  # --rm
         "network_mode": "none",  # --network none
         "read_only": True,  # --read-only
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={tmpfs_mb}m,mode=1777"},  # --tmpfs
+        # --tmpfs: /tmp and /dev/shm (instead of the engine's own /dev/shm, whose inode
+        # count is not bounded); nr_inodes bounds files and, with them, the xattrs a test can
+        # hang on them (tmpfs charges xattrs to its inode space, not to size=).
+        "tmpfs": {path: tmpfs_options(tmpfs_mb) for path in ("/tmp", "/dev/shm")},
         "mem_limit": container_bytes,  # --memory
         "memswap_limit": container_bytes,  # --memory-swap (= memory: no swap)
         "pids_limit": pids_limit,  # --pids-limit
@@ -181,8 +184,8 @@ def container_spec(
         "security_opt": ["no-new-privileges"],  # --security-opt no-new-privileges
         "log_config": LogConfig(type="none"),  # --log-driver none
         "ulimits": [Ulimit(name="core", soft=0, hard=0)],  # --ulimit core=0
-        # --sysctl: System V shared memory and message queues outlive the processes that made
-        # them, so no OOM kill frees them: their total is kept to the tmpfs's size.
+        # --sysctl: System V IPC objects and POSIX message queues outlive the processes that
+        # made them, so no OOM kill frees them: their total is kept small.
         "sysctls": ipc_sysctls(tmpfs_mb),
     }
     if channel_dir:  # -d -v DIR:/run/grpo-code:ro
@@ -211,11 +214,27 @@ def container_spec(
     return ContainerSpec(config, host_config)
 
 
+TMPFS_INODES = 8192
+"""Files (and directories) per tmpfs of a container. tmpfs charges a file's xattrs to its
+inode space (``nr_inodes`` x 1 KiB), so this also bounds the xattrs a test can make to 8 MiB
+per tmpfs; without it, ``user.*`` xattrs fill the container's memory whatever ``size=`` says."""
+
+
+def tmpfs_options(tmpfs_mb: int) -> str:
+    """Mount options of a container's tmpfs (``/tmp``, ``/dev/shm``)."""
+    return f"rw,nosuid,nodev,noexec,size={tmpfs_mb}m,nr_inodes={TMPFS_INODES},mode=1777"
+
+
 def ipc_sysctls(tmpfs_mb: int) -> dict[str, str]:
-    """The container's System V IPC limits (its own IPC namespace): shared memory in all at
-    most ``tmpfs_mb`` MiB, 32 segments; 16 message queues of 16 KiB."""
+    """The container's IPC limits (its own IPC namespace). System V: shared memory in all at
+    most ``tmpfs_mb`` MiB, 32 segments; 16 message queues of 16 KiB; 16 semaphore sets of at
+    most 64 semaphores, 1024 in all (``kernel.sem`` is SEMMSL SEMMNS SEMOPM SEMMNI; the
+    kernel's default lets one ``semget`` charge ~2 MiB, without bound over a job). POSIX
+    message queues: 16 queues of at most 10 messages of 8 KiB."""
     return {"kernel.shmmax": str(tmpfs_mb << 20), "kernel.shmall": str((tmpfs_mb << 20) // 4096),
-            "kernel.shmmni": "32", "kernel.msgmni": "16", "kernel.msgmnb": "16384"}
+            "kernel.shmmni": "32", "kernel.msgmni": "16", "kernel.msgmnb": "16384",
+            "kernel.sem": "64 1024 32 16",
+            "fs.mqueue.queues_max": "16", "fs.mqueue.msg_max": "10", "fs.mqueue.msgsize_max": "8192"}
 
 
 def create_container(spec: ContainerSpec) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 
 _LIBC_PRCTL: list = []
@@ -154,13 +155,36 @@ def first_to_go() -> None:
     """Make this process (and what it forks) the first the kernel's OOM killer picks
     (``oom_score_adj`` 1000; raising it needs no privilege). A test can fill its
     container's memory where ``RLIMIT_AS`` does not look (memory files written, not
-    mapped): the cgroup's OOM killer then ends the test's processes, its ``memory``
-    verdict, never the executor or the judge."""
+    mapped, System V semaphores, xattrs, pipe buffers): the cgroup's OOM killer then ends
+    the test's processes, its ``memory`` verdict, never the executor or the judge.
+
+    A non-dumpable process's ``/proc/self`` files belong to root, so the write would be
+    refused: the process is made dumpable for the write and put back as it was (a forked
+    child of the non-dumpable executor still holds a copy of its memory until it execs;
+    no untrusted process is alive between two tests to ptrace it in that moment). Raises
+    ``OSError`` when the value cannot be set: a test process the OOM killer would spare
+    is the harness's failure, never a silent one."""
+    dumpable = _prctl_get(PR_GET_DUMPABLE)
+    if dumpable == 0:
+        prctl(PR_SET_DUMPABLE, 1)
     try:
         fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
         try:
             os.write(fd, b"1000")
         finally:
             os.close(fd)
-    except OSError:
-        pass
+    finally:
+        if dumpable == 0:
+            prctl(PR_SET_DUMPABLE, 0)
+
+
+def _prctl_get(option: int) -> int:
+    """A prctl(2) that returns a value (``PR_GET_*``); -1 when it fails."""
+    try:
+        if not _LIBC_PRCTL:
+            import ctypes
+
+            _LIBC_PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+        return int(_LIBC_PRCTL[0](option, 0, 0, 0, 0))
+    except Exception:
+        return -1

@@ -51,7 +51,11 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None) -> N
         import resource
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        first_to_go()
+        try:
+            first_to_go()
+        except OSError as exc:  # loud: a test the OOM killer would spare could kill the executor
+            os.write(2, f"grpo-code harness: could not set oom_score_adj: {exc}\n".encode())
+            raise
         mem = int(launch.memory_mb) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         default_signals()
