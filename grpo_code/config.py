@@ -177,6 +177,11 @@ class RewardTestsConfig:
     """Stop a program's run at its first failing test (the rest count as not passed): faster
     on suites with many tests per task, but the reward of a failing program is then the share
     passed before its first failure, in suite order. ``all_or_nothing`` always stops."""
+    trust_unattested: bool = False
+    """Count a pass of an unattested test (``attested: false``: a JavaScript or C++ ``script``
+    test, whose asserts run inside the program's process) as a pass. Off by default: a policy
+    can learn to forge such passes (a reward hack, docs/rewards.md); prefer converting the
+    suite's asserts to ``call`` or ``io`` tests. Eval (pass@k) never trusts them."""
 
 
 @dataclass

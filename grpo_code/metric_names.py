@@ -20,6 +20,9 @@ PASS_RATE = "tests/pass_rate"
 NO_CODE = "tests/no_code"
 UNFINISHED = "tests/unfinished"
 MASKED = "tests/masked"
+UNATTESTED = "tests/unattested"
+"""Share of executed tests judged inside the program's process (``attested: false``): their
+passes count as fails unless ``rewards.tests.trust_unattested`` (docs/rewards.md)."""
 
 
 EXECUTED = "sandbox/executed"

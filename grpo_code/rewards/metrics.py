@@ -3,7 +3,8 @@
 ``batch_metrics`` summarises one scored batch: ``tests/pass_rate`` (completions that
 passed every test, among those scored), the verdict mix (share of executed tests per
 verdict, plus the share of completions with no code, with an unfinished program cut at
-the length limit, and of masked ones),
+the length limit, and of masked ones), ``tests/unattested`` (executed tests judged inside
+the program's process, whose passes the verifier counts as fails by default),
 ``sandbox/latency_p50_ms`` / ``p95`` over the jobs that actually ran, and
 ``sandbox/cache_hit_rate`` (completions with code served without a new execution:
 cache hits and in-flight duplicates). Reward functions hand these to TRL's
@@ -50,6 +51,7 @@ def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
         M.UNFINISHED: unfinished / n,
         M.MASKED: masked / n,
     }
+    out[M.UNATTESTED] = sum(not t.attested for r in judged for t in r.tests) / n_tests if n_tests else 0.0
     for key in VERDICT_KEYS:
         if key != "pass":
             out[M.verdict_share(key)] = verdicts.get(key, 0) / n_tests if n_tests else 0.0

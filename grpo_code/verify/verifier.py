@@ -16,6 +16,10 @@ holds each rule once:
 - **the verdict store**: jobs are keyed by content and the sandbox's fingerprint
   (:mod:`.store`); a key already stored is a hit, a key still running shares the running
   future, only a new key executes; infrastructure errors are never stored;
+- **attestation**: a pass of a test whose asserts ran inside the program's process
+  (``attested: false``: JavaScript and C++ ``script`` tests) is a ``fail`` unless
+  ``trust_unattested`` (:mod:`.attested`); the first such answer is logged once, naming
+  its task and the key;
 - **failures**: only a :class:`~grpo_code.errors.SandboxError` (the sandbox went away under
   a job) becomes a masked ``infra_error``; any other exception from a job is a bug in our
   host code and is raised, never masked;
@@ -30,6 +34,7 @@ holds each rule once:
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,8 +49,11 @@ from grpo_code.tasks import feedback
 from grpo_code.tasks.extract import Extraction, build_program, whole_program
 from grpo_code.tasks.prompts import completion_text
 from grpo_code.tasks.samples import program_from_completion
+from grpo_code.verify.attested import attested_only, unattested_passes
 from grpo_code.verify.failure import Failure, failure_of
 from grpo_code.verify.store import RewardCache, cache_key
+
+log = logging.getLogger(__name__)
 
 SOURCES = ("no_code", "unfinished", "cache", "inflight", "executed")
 """How an answer got its verdict: no code to run, an unfinished program (not run), a stored
@@ -151,8 +159,14 @@ class Verifier:
     """Judges (task, answer) pairs through the sandbox and the verdict store. Thread-safe."""
 
     def __init__(self, tasks: Any, sandbox: Any, extract: str = "last", cache: RewardCache | None = None,
-                 image_id: str | None = None, stop_on_failure: bool = False):
+                 image_id: str | None = None, stop_on_failure: bool = False, trust_unattested: bool = False):
         self.tasks = task_index(tasks)
+        self.suite_name = getattr(tasks, "name", None)
+        self.trust_unattested = trust_unattested
+        """Count a pass of an unattested test as a pass (``rewards.tests.trust_unattested``;
+        a reward-hack risk, docs/rewards.md)."""
+        self.unattested = 0
+        """Lifetime count of answers that lost a pass to the attestation rule."""
         self.stop_on_failure = stop_on_failure
         """Only pass/fail is asked (eval's pass@k, ``tasks check``, an all-or-nothing reward):
         a job stops at its first failing test and the rest are ``not_run``."""
@@ -301,8 +315,22 @@ class Verifier:
             return Result.infra_error(handle.tests, f"{type(exc).__name__}: {exc}")
 
     def judged(self, handle: Handle, timeout: float | None = None) -> Judged:
-        return Judged(handle.task.id, self.result(handle, timeout), handle.source, handle.extraction.how,
-                      handle.extraction.program)
+        return Judged(handle.task.id, self.attested(handle.task, self.result(handle, timeout)), handle.source,
+                      handle.extraction.how, handle.extraction.program)
+
+    def attested(self, task: Any, result: Result | None) -> Result | None:
+        """The attestation rule (:mod:`.attested`) applied to one raw result."""
+        if self.trust_unattested or not unattested_passes(result):
+            return result
+        with self._lock:
+            self.unattested += 1
+            first = self.unattested == 1
+        if first:
+            log.warning("suite %s, task %s (%s): a pass rests on tests judged inside the program's process (attested: "
+                        "false); it counts as a fail. Convert the suite's asserts to call or io tests, or set "
+                        "rewards.tests.trust_unattested=true to accept the reward-hack risk (docs/rewards.md)",
+                        self.suite_name or "?", task.id, task.language)
+        return attested_only(result)
 
     def judge(self, handles: Sequence[Handle], timeout: float | None = None) -> list[Judged]:
         """Block until every handle has a result; verdicts in handle order."""

@@ -1,0 +1,109 @@
+"""The attestation rule: a pass of a test judged inside the program's process (``attested:
+false``) is a fail for the reward and for eval unless ``rewards.tests.trust_unattested``,
+applied by the verifier once for every path, with the store keeping the raw result."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+
+from grpo_code.config import RewardsConfig, RewardTestsConfig, SandboxConfig
+from grpo_code.evaluate.execute import eval_verifier
+from grpo_code.rewards import reward_of, reward_verifier
+from grpo_code.rewards.metrics import batch_metrics
+from grpo_code.rewards.functions import Scored
+from grpo_code.sandbox.fingerprint import sandbox_fingerprint
+from grpo_code.sandbox.types import Job, Result, ScriptTest, Status, TestResult, Verdict
+from grpo_code.tasks import Task
+from grpo_code.verify.attested import UNATTESTED_MESSAGE, attested_only, unattested_passes
+
+P, F = Verdict.PASS, Verdict.FAIL
+
+
+def _result(*tests: tuple[Verdict, bool]) -> Result:
+    items = tuple(TestResult(v, attested=a) for v, a in tests)
+    passed = sum(t.verdict is P for t in items)
+    return Result(Status.PASS if passed == len(items) else Status.FAIL, passed, len(items), items)
+
+
+def test_attested_only_turns_each_unattested_pass_into_a_fail():
+    raw = _result((P, True), (P, False), (F, False))
+    assert unattested_passes(raw) == 1
+    ruled = attested_only(raw)
+    assert [t.verdict for t in ruled.tests] == [P, F, F]
+    assert ruled.tests[1].message == UNATTESTED_MESSAGE and not ruled.tests[1].attested
+    assert (ruled.status, ruled.passed, ruled.total) == (Status.FAIL, 1, 3)
+    clean = _result((P, True), (F, True))
+    assert attested_only(clean) is clean
+    assert attested_only(None) is None
+    infra = Result.infra_error(2, "gone")
+    assert attested_only(infra) is infra
+
+
+class _Sandbox:
+    """Every job passes every test, each marked as ``attested`` says."""
+
+    def __init__(self, attested: bool):
+        self.config = SandboxConfig(backend="local")
+        self.attested = attested
+        self.runs = 0
+
+    def fingerprint(self, language: str) -> str:
+        return sandbox_fingerprint("local:fake", language, self.config)
+
+    def submit(self, job: Job) -> Future:
+        self.runs += 1
+        future: Future = Future()
+        future.set_result(_result(*[(P, self.attested)] * len(job.tests)))
+        return future
+
+
+def _task() -> Task:
+    return Task("js/1", "write f", (ScriptTest("console.assert(f() === 1)"),) * 2, language="javascript",
+                entry_point="f")
+
+
+ANSWER = "```javascript\nfunction f() { return 1; }\n```"
+
+
+def test_reward_of_an_unattested_pass_is_zero_unless_trusted(caplog):
+    task = _task()
+    for trust, reward in ((False, 0.0), (True, 1.0)):
+        cfg = RewardsConfig(tests=RewardTestsConfig(trust_unattested=trust))
+        verifier = reward_verifier(cfg, _Sandbox(attested=False), [task])
+        with caplog.at_level(logging.WARNING, logger="grpo_code.verify.verifier"):
+            caplog.clear()
+            judged = [verifier.judged(verifier.submit(task, ANSWER, "chat")) for _ in range(3)]
+        assert [reward_of(j, task, cfg) for j in judged] == [reward] * 3
+        assert all(j.passed is trust for j in judged)
+        warned = [r for r in caplog.records if "trust_unattested" in r.getMessage()]
+        # One warning per verifier, naming the task and the key; none when trusted.
+        assert len(warned) == (0 if trust else 1)
+        assert verifier.unattested == (0 if trust else 3)
+        metrics = batch_metrics([Scored(j, reward_of(j, task, cfg)) for j in judged])
+        assert metrics["tests/unattested"] == 1.0
+
+
+def test_attested_passes_are_untouched():
+    task = _task()
+    cfg = RewardsConfig()
+    verifier = reward_verifier(cfg, _Sandbox(attested=True), [task])
+    judged = verifier.judged(verifier.submit(task, ANSWER, "chat"))
+    assert judged.passed and reward_of(judged, task, cfg) == 1.0
+    assert verifier.unattested == 0
+
+
+def test_the_store_keeps_the_raw_result_and_eval_never_trusts():
+    task = _task()
+    sandbox = _Sandbox(attested=False)
+    cfg = RewardsConfig(tests=RewardTestsConfig(trust_unattested=True))
+    verifier = reward_verifier(cfg, sandbox, [task])
+    first = verifier.judged(verifier.submit(task, ANSWER, "chat"))
+    # A stored verdict is the sandbox's own: the rule is applied on the way out, every time.
+    verifier.trust_unattested = False
+    second = verifier.judged(verifier.submit(task, ANSWER, "chat"))
+    assert sandbox.runs == 1 and second.source == "cache"
+    assert first.passed and not second.passed
+    ev = eval_verifier([task], _Sandbox(attested=False))
+    judged = ev.judged(ev.submit(task, ANSWER, "chat"))
+    assert judged.status == "fail" and not judged.passed
