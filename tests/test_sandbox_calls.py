@@ -111,8 +111,9 @@ def test_answers_the_harness_did_not_ask_for_fail(sandbox, name):
 
 
 @pytest.mark.parametrize("sabotage, status", [
-    # the channel the tests come on (they all came at once: its answers are still right)
-    ("import os\nos.close(4)\n", Status.PASS),
+    # the channel the tests come on: one at a time, so the next test finds no process to
+    # answer it (its fail; the one after it gets a new process)
+    ("import os\nos.close(4)\n", Status.FAIL),
     ("import os\nos.close(3)\n", Status.FAIL),  # the channel answers go on
     # the zygote: the program's process goes on (re-parented) and its answers are right
     ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", Status.PASS),
@@ -226,3 +227,33 @@ def test_threads_that_take_the_pids_do_not_turn_a_wrong_answer_into_an_infra_err
     tests = (CallTest("f", (1,), [1, 2]), CallTest("f", (0,), None, checker="one"), CallTest("f", (1,), [1, 2]))
     [result] = sandbox.run([Job(program, tests, limits=FAST, checkers={"one": checker})])
     assert verdicts(result) == ["fail", "pass", "fail"], result
+
+
+# Everything in the process that looks like a call request (the harness's frames, and every
+# object the garbage collector tracks): a program that finds later tests' inputs could do
+# their work ahead of them, on the clocks of cheap tests before a costly one.
+PEEKER = """
+import gc, sys
+
+def f(x):
+    seen = set()
+    def take(value):
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dict) and "seq" in item and "args" in item:
+                seen.add(repr(item["args"]))
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            take(value)
+        frame = frame.f_back
+    for value in gc.get_objects():
+        take(value)
+    return sorted(seen)
+"""
+
+
+def test_the_call_process_holds_only_the_current_tests_input(sandbox):
+    expected = [[repr([x])] for x in (1, 2, 3)]
+    [result] = sandbox.run([Job(PEEKER, calls(1, 2, 3, expected=expected), limits=FAST)])
+    assert result.status is Status.PASS, [t.why for t in result.tests]

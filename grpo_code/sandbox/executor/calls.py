@@ -3,11 +3,12 @@
 Suites such as HumanEval+ have hundreds of ``call`` tests per task. Starting a process and
 loading the program for each input costs more than most calls do, so by default
 (``isolation: job``) the ``call`` tests of a job share one program process (a
-:class:`Session`): it loads the program once, then receives the run's tests at once over
-fd 4 (a memory file holding each test's function, arguments and sequence number) and
-answers them in order, one report line each. The executor judges each answer as it
-comes: each test has its own CPU and time limit, counted from the answer before it, its
-own output and its own verdict. What decides
+:class:`Session`): it loads the program once, then receives the run's tests one at a time
+over fd 4 (a memory file holding the test's function, arguments and sequence number; the
+next is sent as soon as an answer arrives) and answers each with one report line. The
+executor judges each answer while the process works on the next: each test has its own
+CPU and time limit, counted from the answer before it, its own output and its own
+verdict. What decides
 a verdict still never enters the program's process: expected values, checkers and the
 other tests stay here, and each call's arguments are decoded afresh from the request.
 
@@ -106,9 +107,9 @@ def _same_as_expected(test: dict, answer: bytes, seq: int) -> bool:
 
 
 class Session:
-    """One program process serving a run of ``call`` tests: they are sent at once, and it
-    answers them one after another while the executor judges each answer as it comes (a
-    new process, for the rest, after a test that ended one)."""
+    """One program process serving a run of ``call`` tests: each is sent when the answer
+    before it has arrived, and the executor judges that answer while the process works on
+    the next (a new process, for the rest, after a test that ended one)."""
 
     def __init__(self, job: dict, zygote):
         self.job = job
@@ -184,23 +185,14 @@ class Session:
                 break
             self._start()
             batch = tests[len(results):]
-            requests = [{"fn": t["fn"], "args": t.get("args", []), "kwargs": {}, "seq": seq}
-                        for seq, t in enumerate(batch, 1)]
-            fd = spawn.memfd("calls", marshal.dumps(requests))
             start = time.monotonic()
-            try:
-                socket.send_fds(self.channel, [b"{}\n"], [fd])
-            except OSError:
-                # The process has ended already (say, the program exited while it loaded):
-                # what the watcher sees decides, as for any test (gone before ``started``: the
-                # harness's failure; after it: the program's).
-                pass
-            finally:
-                os.close(fd)
+            self._ask(batch[0], 1)
             deadline = spawn.Deadline(self.timeout, start, [self.proc.pid])
             for seq, test in enumerate(batch, 1):
                 seen, deadline = self._watch(deadline, start)
                 start = time.monotonic()
+                if seq < len(batch) and not seen["ended"]:
+                    self._ask(batch[seq], seq + 1)  # the process works on it while this answer is judged
                 result = self._result(test, seen, seq)
                 results.append(result)
                 if (stop and result["verdict"] != "pass") or result["verdict"] == "undecided":
@@ -209,6 +201,23 @@ class Session:
                     break
             self.close()
         return results
+
+    def _ask(self, test: dict, seq: int) -> None:
+        """Send the process one test: its function, arguments and sequence number, in a
+        memory file. Only once the answer before it has arrived: the process never holds a
+        later test's input, so it cannot spread a costly test's work over the cheap ones
+        before it (their clocks would pay for it) or answer ahead of its turn."""
+        fd = spawn.memfd("call", marshal.dumps({"fn": test["fn"], "args": test.get("args", []), "kwargs": {},
+                                                "seq": seq}))
+        try:
+            socket.send_fds(self.channel, [b"{}\n"], [fd])
+        except OSError:
+            # The process has ended already (say, the program exited while it loaded, or
+            # closed its end): what the watcher sees decides, as for any test (gone before
+            # ``started``: the harness's failure; after it: the program's).
+            pass
+        finally:
+            os.close(fd)
 
     def _watch(self, deadline, start: float) -> tuple[dict, object]:
         """Follow one test until its answer line (the next test's deadline starts then), the

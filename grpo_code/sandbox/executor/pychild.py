@@ -240,9 +240,10 @@ def _call(namespace: dict, request: dict) -> tuple[dict, int]:
 
 def _serve_calls(namespace: dict, limits: dict, done) -> int:
     """A job's ``call`` tests, one after another in this process (``executor/calls.py``):
-    they come as one memory file passed over fd 4 (a list of function, arguments and
-    sequence number), and each is answered, in order, by one report line that repeats its
-    number. The CPU-time limit moves with each call (the executor's watcher is what enforces
+    each comes as a memory file passed over fd 4 (function, arguments and sequence
+    number), sent only once the answer before it has arrived (this process never holds a
+    later test's input), and is answered by one report line that repeats its number.
+    The CPU-time limit moves with each call (the executor's watcher is what enforces
     a test's limit; this is its backstop). A ``MemoryError`` ends the process: the executor
     starts a new one for the tests after it."""
     import socket
@@ -257,16 +258,15 @@ def _serve_calls(namespace: dict, limits: dict, done) -> int:
             return 0
         if header is None or len(fds) != 1:
             return 0
-        requests = marshal.loads(_read_all(fds[0]))
+        request = marshal.loads(_read_all(fds[0]))
         os.close(fds[0])
-        for request in requests:
-            used = resource.getrusage(resource.RUSAGE_SELF)
-            resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + step, resource.RLIM_INFINITY))
-            payload, code = _call(namespace, request)
-            payload["seq"] = request["seq"]
-            done(payload)
-            if code == EXIT_MEMORY:
-                return code
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + step, resource.RLIM_INFINITY))
+        payload, code = _call(namespace, request)
+        payload["seq"] = request["seq"]
+        done(payload)
+        if code == EXIT_MEMORY:
+            return code
 
 
 # --------------------------------------------------------------------------- serving the judge
