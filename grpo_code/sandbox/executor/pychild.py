@@ -193,6 +193,7 @@ def _run(request: dict) -> int:
     try:
         _exec(program, module.__dict__)
         if kind == "io":
+            _wait_for_threads()
             return done({"event": "completed"})
         if kind == "script":
             _flush()
@@ -204,12 +205,35 @@ def _run(request: dict) -> int:
     except SystemExit as exc:
         status = exc.code
         if kind == "io" and (status is None or status == 0):
+            _wait_for_threads()
             return done({"event": "completed"})
         return done({"event": "system_exit", "message": f"SystemExit({status!r}) raised before the test completed"}, 1)
     except MemoryError:
         return done({"event": "memory"}, EXIT_MEMORY)
     except BaseException:
         return done({"event": "runtime_error", "message": tail()}, 1)
+
+
+def _wait_for_threads() -> None:
+    """What the interpreter does at exit before a program's process ends: run the
+    ``threading`` exit hooks (a ``ThreadPoolExecutor`` left open lets its workers go) and
+    wait for every non-daemon thread. ``threading.Thread(target=main).start()`` with no
+    ``join()`` (a common idiom for a deeper stack) runs its ``main`` to the end under
+    ``python3``, and so here; the test's limits still bound it."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return  # the program started no thread through it
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+        return
+    me = threading.current_thread()
+    while True:
+        waiting = [t for t in threading.enumerate() if t is not me and not t.daemon]
+        if not waiting:
+            return
+        for thread in waiting:
+            thread.join()
 
 
 def _call(namespace: dict, request: dict) -> tuple[dict, int]:

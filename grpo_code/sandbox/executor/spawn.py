@@ -10,7 +10,8 @@ Time limits are decided on time the test could use, not on the clock: a test is 
 (verdict ``timeout``) when its CPU time (program plus judge) reaches ``timeout_s``, or
 when the time it spent running or sleeping (``time.sleep``, a read that never returns)
 does. Time spent waiting for a CPU, which is all a busy machine adds, is not counted; it
-is read from ``/proc/<pid>/schedstat``. On an idle machine this is the plain wall clock.
+is read from ``/proc/<pid>/task/<tid>/schedstat`` (a process's wait is its longest-waiting
+thread's). On an idle machine this is the plain wall clock.
 In a container the CPU time is the container's (its cgroup), less the executor's own, so
 processes a test forks count too (a fork bomb spends its CPU, not the clock's). A wall-clock backstop of ``WALL_BACKSTOP`` x ``timeout_s``
 ends anything else. Standard library only.
@@ -56,13 +57,22 @@ def _cpu_s(pid: int) -> float:
         return 0.0
 
 
-def _run_delay_s(pid: int) -> float | None:
-    """Seconds the process's main thread has waited for a CPU (None: not available)."""
+def _run_delays(pid: int) -> dict[int, float] | None:
+    """Seconds each live thread of the process has waited for a CPU, by thread id (None:
+    not available). Every thread, not only the main one: a program whose work runs in a
+    thread while ``main`` waits in ``join()`` waits for a CPU in that thread."""
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
         return None
+    delays = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                delays[int(tid)] = int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue
+    return delays or None
 
 
 def _container_cpu_reader():
@@ -134,7 +144,7 @@ class Deadline:
         self.next_check = start + timeout_s
         self.backstop = start + WALL_BACKSTOP * timeout_s
         self.cpu = CpuClock(pids)
-        self.delay_base = {p: _run_delay_s(p) or 0.0 for p in pids}
+        self.delay_base = {p: _run_delays(p) or {} for p in pids}
 
     def check(self, now: float, pids: list[int]) -> str | None:
         """None if the test may go on (``next_check`` moved), else why it must stop."""
@@ -143,12 +153,17 @@ class Deadline:
         cpu = self.cpu.used(pids)
         if cpu >= self.timeout:
             return "cpu"
-        delays = [_run_delay_s(p) for p in pids]
+        delays = [_run_delays(p) for p in pids]
         if any(d is None for d in delays):
             # No schedstat: the clock decides, with room for a loaded machine.
             used = (now - self.start) / 3.0
         else:
-            used = (now - self.start) - sum(d - self.delay_base.get(p, 0.0) for p, d in zip(pids, delays))
+            # A process's wait is its longest-waiting thread's since the test began (threads
+            # wait side by side, so their waits do not add up); the program's and the
+            # judge's add up (one waits for the other).
+            used = (now - self.start) - sum(
+                max((d - self.delay_base[p].get(tid, 0.0) for tid, d in by_thread.items()), default=0.0)
+                for p, by_thread in zip(pids, delays))
         if used >= self.timeout:
             return "time"
         self.next_check = min(self.backstop, now + max(0.005, self.timeout - max(cpu, used)))
