@@ -258,3 +258,49 @@ def test_the_http_backend_runs_train_eval_and_check_jobs_on_a_server(sandbox, se
     with Sandbox(SandboxConfig(backend="http", url=f"http://127.0.0.1:{free_port()}")) as gone:
         with pytest.raises(SandboxError, match="sandbox server"):
             gone.submit(job).result(timeout=120)
+
+
+ODD_VALUES = [None, True, 0, -1, 1.5, float("inf"), "", "x", [], {}, [None], {"": None}, [[[[]]]],
+              {"$t": 1}, {"$i": "zz"}, "\ud800"]
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def _odd_bodies() -> list[tuple[str, object]]:
+    """Malformed requests of many shapes: every field of a valid request replaced by values
+    of other types, and the bodies as a whole."""
+    run_code = {"code": "print(1)", "language": "python", "stdin": "", "run_timeout": 5, "memory_limit_MB": -1,
+                "compile_timeout": 5, "files": {}, "fetch_files": []}
+    job = {"program": "def f(x):\n    return x\n", "language": "python", "limits": {"timeout_s": 2},
+           "tests": [{"kind": "call", "fn": "f", "args": [1], "expected": 1},
+                     {"kind": "io", "stdin": "", "stdout": ""}, {"kind": "script", "code": "pass"}]}
+    bodies: list[tuple[str, object]] = []
+    for value in ODD_VALUES:
+        bodies += [("/run_code", value), ("/v1/jobs", value), ("/v1/jobs", [value])]
+        bodies += [("/run_code", {**run_code, key: value}) for key in run_code]
+        bodies += [("/v1/jobs", {**job, key: value}) for key in job]
+        bodies += [("/v1/jobs", {**job, "limits": {"timeout_s": value}})]
+        for i, test in enumerate(job["tests"]):
+            for key in test:
+                tests = list(job["tests"])
+                tests[i] = {**test, key: value}
+                bodies.append(("/v1/jobs", {**job, "tests": tests}))
+    return bodies
+
+
+def test_malformed_json_of_any_shape_is_a_4xx_and_the_service_keeps_serving(sandbox) -> None:
+    c = client(sandbox)
+    for path in ("/run_code", "/v1/jobs"):
+        for depth in (100, 1000, 100_000):  # nested past any parser's recursion limit
+            response = c.post(path, content=_nested(depth))
+            assert 400 <= response.status_code < 500, (path, depth, response.text)
+        nested_args = b'{"program": "def f(x):\\n    return 1\\n", "tests": [{"kind": "call", "fn": "f", "args": [' + \
+            _nested(50_000) + b'], "expected": 1}]}'
+        assert 400 <= c.post("/v1/jobs", content=nested_args).status_code < 500
+    for path, body in _odd_bodies():
+        data = json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass")
+        response = c.post(path, content=data)
+        assert response.status_code == 200 or 400 <= response.status_code < 500, (path, body, response.text)
+    assert run(c, code="print(1)")["status"] == "Success"

@@ -243,7 +243,7 @@ def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
         "io": {"kind", "stdin", "stdout", "compare", "ignore_case"} | _CHECKING,
         "call": {"kind", "fn", "args", "expected", "compare"} | _CHECKING,
     }
-    _want(kind in allowed, f"{where}.kind", f"is {kind!r} (expected script, io or call)")
+    _want(isinstance(kind, str) and kind in allowed, f"{where}.kind", f"is {kind!r} (expected script, io or call)")
     extra = sorted(set(data) - allowed[kind])
     _want(not extra, where, f"has unknown keys {extra} for a {kind} test")
     if kind == "script":
@@ -254,7 +254,8 @@ def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
         _want(isinstance(data.get("stdin", ""), str), f"{where}.stdin", "must be a string")
         _want(data.get("stdout") is None or isinstance(data["stdout"], str), f"{where}.stdout", "must be a string")
         compare = data.get("compare", "lines")
-        _want(compare in COMPARE_MODES, f"{where}.compare", f"is {compare!r} (expected exact, lines or tokens)")
+        _want(isinstance(compare, str) and compare in COMPARE_MODES, f"{where}.compare",
+              f"is {compare!r} (expected exact, lines or tokens)")
         return IoTest(stdin=data.get("stdin", ""), stdout=data.get("stdout"), compare=compare,
                       ignore_case=data.get("ignore_case", False), **checking)
     fn = data.get("fn")

@@ -125,6 +125,8 @@ class Service:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise _Answer(_problem(400, "body", "not valid JSON")) from None
+        except RecursionError:  # a body nested thousands deep: the parser's limit, not ours to fail on
+            raise _Answer(_problem(400, "body", "JSON nested too deeply")) from None
 
     def _admit(self, jobs: int) -> None:
         with self._lock:
@@ -198,6 +200,8 @@ class Service:
             return _problem(422, exc.field, exc.problem)
         except SandboxError as exc:
             return _problem(422, "code", exc.what)
+        except RecursionError:
+            return _problem(422, "body", "nested too deeply")
         self._admit(1)
         try:
             result = await self._run(job)
@@ -215,6 +219,8 @@ class Service:
             jobs = [Job.from_dict(item) for item in items]
         except SandboxError as exc:
             return _problem(422, "job", exc.what)
+        except RecursionError:
+            return _problem(422, "job", "nested too deeply")
         self._admit(len(jobs))
         try:
             results = await asyncio.gather(*(self._run(job) for job in jobs))

@@ -73,7 +73,7 @@ def parse(body: Any) -> RunCode:
     if not isinstance(code, str):
         raise BadRequest("code", "is required: the program's source as a string")
     language = body.get("language", "python")
-    if language not in LANGUAGES:
+    if not isinstance(language, str) or language not in LANGUAGES:
         raise BadRequest("language", f"{language!r} is not served (languages: {', '.join(sorted(LANGUAGES))})")
     stdin = body.get("stdin")
     if stdin is not None and not isinstance(stdin, str):
