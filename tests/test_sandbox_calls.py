@@ -257,3 +257,12 @@ def test_the_call_process_holds_only_the_current_tests_input(sandbox):
     expected = [[repr([x])] for x in (1, 2, 3)]
     [result] = sandbox.run([Job(PEEKER, calls(1, 2, 3, expected=expected), limits=FAST)])
     assert result.status is Status.PASS, [t.why for t in result.tests]
+
+
+def test_small_and_large_requests_alike(sandbox):
+    # a request over calls.INLINE_REQUEST goes in a memory file, the others inline
+    program = "def f(x):\n    return len(x)\n"
+    sizes = [1, 40_000, 2, 100_000, 3]
+    tests = tuple(CallTest(fn="f", args=(list(range(n)),), expected=n) for n in sizes)
+    [result] = sandbox.run([Job(program, tests, limits=FAST)])
+    assert result.status is Status.PASS, [t.why for t in result.tests]

@@ -40,6 +40,9 @@ SHARED_CLOCK_S = 0.005
 """Tests that answer within this long of their clock's start share one clock (its CPU and
 time readings): reading /proc for each would cost more than such a test. A test's
 ``cpu_ms`` is then its wall time, an upper bound."""
+INLINE_REQUEST = 32 * 1024
+"""A call request up to this size goes inline on the process's channel, a larger one in a
+memory file (the channel is empty when a request is sent: one is sent per answer)."""
 NOT_RUN_MESSAGE = "not run: an earlier test did not pass and the job stops at the first failure"
 
 
@@ -203,21 +206,27 @@ class Session:
         return results
 
     def _ask(self, test: dict, seq: int) -> None:
-        """Send the process one test: its function, arguments and sequence number, in a
-        memory file. Only once the answer before it has arrived: the process never holds a
-        later test's input, so it cannot spread a costly test's work over the cheap ones
-        before it (their clocks would pay for it) or answer ahead of its turn."""
-        fd = spawn.memfd("call", marshal.dumps({"fn": test["fn"], "args": test.get("args", []), "kwargs": {},
-                                                "seq": seq}))
+        """Send the process one test: its function, arguments and sequence number. Only
+        once the answer before it has arrived: the process never holds a later test's
+        input, so it cannot spread a costly test's work over the cheap ones before it (their
+        clocks would pay for it) or answer ahead of its turn. A small request goes inline
+        (a 4-byte length, then its marshal bytes); a large one in a memory file (length 0)."""
+        data = marshal.dumps({"fn": test["fn"], "args": test.get("args", []), "kwargs": {}, "seq": seq})
         try:
-            socket.send_fds(self.channel, [b"{}\n"], [fd])
+            if len(data) <= INLINE_REQUEST:
+                self.channel.send(len(data).to_bytes(4, "big") + data)
+            else:
+                fd = spawn.memfd("call", data)
+                try:
+                    socket.send_fds(self.channel, [bytes(4)], [fd])
+                finally:
+                    os.close(fd)
         except OSError:
             # The process has ended already (say, the program exited while it loaded, or
-            # closed its end): what the watcher sees decides, as for any test (gone before
+            # closed its end), or it has not read the requests before (it answered without
+            # asking): what the watcher sees decides, as for any test (gone before
             # ``started``: the harness's failure; after it: the program's).
             pass
-        finally:
-            os.close(fd)
 
     def _watch(self, deadline, start: float) -> tuple[dict, object]:
         """Follow one test until its answer line (the next test's deadline starts then), the

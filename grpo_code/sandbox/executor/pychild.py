@@ -276,14 +276,9 @@ def _serve_calls(namespace: dict, limits: dict, done) -> int:
     channel = socket.socket(fileno=CHANNEL_FD)
     done({"event": "loaded"})
     while True:
-        try:
-            header, fds = protocol.recv_fds(channel, 1)
-        except (OSError, ValueError):
+        request = _next_call(channel)
+        if request is None:
             return 0
-        if header is None or len(fds) != 1:
-            return 0
-        request = marshal.loads(_read_all(fds[0]))
-        os.close(fds[0])
         used = resource.getrusage(resource.RUSAGE_SELF)
         resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + step, resource.RLIM_INFINITY))
         payload, code = _call(namespace, request)
@@ -291,6 +286,34 @@ def _serve_calls(namespace: dict, limits: dict, done) -> int:
         done(payload)
         if code == EXIT_MEMORY:
             return code
+
+
+def _next_call(channel) -> dict | None:
+    """The next call request (``calls.Session._ask``: a 4-byte length and the marshal bytes,
+    or length 0 and a memory file); None when the channel is closed or broken."""
+    import socket
+
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(channel, 1 << 16, 1)
+        if len(data) < 4:
+            return None
+        size = int.from_bytes(data[:4], "big")
+        if size == 0:
+            if len(fds) != 1:
+                return None
+            try:
+                return marshal.loads(_read_all(fds[0]))
+            finally:
+                os.close(fds[0])
+        body = bytearray(data[4:])
+        while len(body) < size:
+            chunk = channel.recv(size - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return marshal.loads(bytes(body))
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
 
 
 # --------------------------------------------------------------------------- serving the judge
