@@ -39,8 +39,7 @@ def test_languages_and_their_test_kinds():
 
     assert LANGUAGES == ("python", "javascript", "cpp")
     Job("function f() { return 1; }", (CallTest("f", (), 1),), "javascript")
-    with pytest.raises(SandboxError, match=r"tests\[1\] is a call test, which cpp does not support"):
-        Job("int f() { return 1; }", (ScriptTest("int main() {}"), CallTest("f", (), 1)), "cpp")
+    Job("int f() { return 1; }", (ScriptTest("int main() {}"), CallTest("f", (), 1)), "cpp")
     with pytest.raises(SandboxError, match="supported: python, javascript, cpp"):
         Job("x", (ScriptTest(""),), "cobol")
 
@@ -74,6 +73,17 @@ def test_cpp_compiles_once_per_binary_not_once_per_test(tmp_path):
     unit = (tmp_path / "tests.cpp").read_text()
     assert unit.count('#define main __attribute__((optimize("O0"))) __grpo_test_main_') == 6
     assert "#define main __grpo_program_main" in unit
+    built.clear()
+    calls = [{"kind": "call", "fn": fn, "args": [i], "expected": 99} for i, fn in enumerate("fgf")]
+    job["tests"] += calls
+    state = runner.prepare(job, str(tmp_path), compile)
+    assert sorted(o for _, o in built) == ["calls", "main", "tests"]  # all call tests share one binary
+    unit = (tmp_path / "calls.cpp").read_text()
+    assert unit.count("__grpo_call::run(&::f, a)") == 1 and unit.count("__grpo_call::run(&::g, a)") == 1
+    state["call"] = 5  # as if built: the launch of each call test carries only its own arguments
+    launches = [runner.launch(job, state, 9 + i, "n0nce") for i in range(3)]
+    assert [la.argv for la in launches] == [["./calls", "0"], ["./calls", "1"], ["./calls", "0"]]
+    assert [la.payload for la in launches] == [b"n0nce\n[0]", b"n0nce\n[1]", b"n0nce\n[2]"]
 
 
 def test_cpp_unit_keeps_program_line_numbers_and_disarms_program_macros():

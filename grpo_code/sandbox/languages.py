@@ -16,6 +16,6 @@ COMPILED = frozenset({"cpp"})
 """Languages whose jobs are built before their tests run: the host sends the compile limits,
 adds the build time to a job's deadline and sizes the container for the compiler."""
 
-CALL_TESTS = frozenset({"python", "javascript"})
+CALL_TESTS = frozenset({"python", "javascript", "cpp"})
 """Languages that take ``call`` tests (a function called with values); the others take
 ``script`` and ``io`` tests only, and a suite that gives them call tests is refused."""

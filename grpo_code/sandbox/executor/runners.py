@@ -271,6 +271,45 @@ def script_unit(program: str, codes: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _call_harness() -> str:
+    if "cpp_call" not in _HARNESS_CACHE:
+        with open(os.path.join(HARNESS_DIR, "cpp_call.hpp")) as f:
+            text = f.read()
+        head, sep, tail = text.partition("\n// @@calls@@\n")
+        assert sep, "harness/cpp_call.hpp lost its @@calls@@ line"
+        _HARNESS_CACHE["cpp_call"] = (head, tail)
+    return _HARNESS_CACHE["cpp_call"]
+
+
+def call_unit(program: str, fns: list[str]) -> str:
+    """The translation unit of a job's call tests: the program, then the call harness
+    (``harness/cpp_call.hpp``) with one table entry per function the tests name. ``::name``
+    finds the program's own function, not a ``std::`` one of the same name that
+    ``using namespace std`` would make ambiguous."""
+    head, _ = _harness_parts()
+    call_head, call_tail = _call_harness()
+    lines = program.split("\n")
+    k = leading_directives(program)
+    table = "static void (*const __grpo_calls[])(const __grpo_call::node &) = {\n"
+    table += "".join(f"  [](const __grpo_call::node &a) {{ __grpo_call::run(&::{fn}, a); }},\n" for fn in fns)
+    table += f"}};\nstatic const long __grpo_call_count = {len(fns)};"
+    out = [
+        *lines[:k],
+        "#define main __grpo_program_main",
+        f'#line {k + 1} "main.cpp"',
+        *lines[k:],
+        "#undef main",
+        '#pragma GCC diagnostic ignored "-Wreturn-type"',
+        *undefines(head + call_head + call_tail + table),
+        '#line 1 "grpo_harness.hpp"',
+        head,
+        call_head,
+        table,
+        call_tail,
+    ]
+    return "\n".join(out) + "\n"
+
+
 class CppRunner(Runner):
     """C++17 with g++ -O2. A job is compiled once per binary it needs: the program alone
     (``main.cpp``, its own main) for ``io`` tests, and the program with every script test
@@ -278,7 +317,10 @@ class CppRunner(Runner):
     each test then runs the binary in a fresh process. A script test is C++ code that
     defines ``int main()`` and checks with ``assert`` (HumanEval-X / MultiPL-E style); the
     script tests of a job share one translation unit, so the names they define must not
-    clash. No ``call`` tests (the harness would need the function's C++ types)."""
+    clash. ``call`` tests share a third binary (``calls.cpp``, see :func:`call_unit`): the
+    harness takes the function's types from its pointer, decodes the test's arguments (its
+    payload holds nothing else but the nonce) and reports the returned value, which the
+    executor compares outside the process."""
 
     language = "cpp"
     tools = ("g++",)
@@ -307,18 +349,30 @@ class CppRunner(Runner):
         if codes:
             _write(workdir, "tests.cpp", script_unit(program, codes))
             state["script"] = compile(self.compile_argv(program, "tests.cpp", "tests"), "tests")
+        fns: list[str] = []
+        for i, test in enumerate(job["tests"]):
+            if test["kind"] == "call":
+                if test["fn"] not in fns:
+                    fns.append(test["fn"])
+                state["position"][i] = fns.index(test["fn"])
+        if fns:
+            _write(workdir, "calls.cpp", call_unit(program, fns))
+            state["call"] = compile(self.compile_argv(program, "calls.cpp", "calls"), "calls")
         return state
 
     def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
-        kind = job["tests"][index]["kind"]
-        if kind not in ("io", "script"):
-            return f"{kind} tests are not supported for C++ (use script or io tests)"
+        test = job["tests"][index]
+        kind = test["kind"]
         build = state[kind]
         if isinstance(build, str):
             return build
         memory = int(job["limits"]["memory_mb"])
         if kind == "io":
             return Launch(["./main"], build, b"", memory)
+        if kind == "call":
+            # Only this test's arguments: never an expected value, never another test's input.
+            payload = nonce.encode() + b"\n" + json.dumps(test.get("args", []), allow_nan=True).encode()
+            return Launch(["./calls", str(state["position"][index])], build, payload, memory)
         return Launch(["./tests", str(state["position"][index])], build, nonce.encode(), memory)
 
     def classify(self, signum: int | None, code: int | None, stderr: bytes) -> tuple[str, str] | None:
@@ -327,7 +381,7 @@ class CppRunner(Runner):
         return None
 
     def release(self, state: Any) -> None:
-        for key in ("io", "script"):
+        for key in ("io", "script", "call"):
             if isinstance(state.get(key), int):
                 try:
                     os.close(state[key])
