@@ -40,8 +40,17 @@ def test_humaneval_adapter_reads_humaneval_x_and_multipl_e_records() -> None:
     cpp = {t["id"]: t for t in adapters.convert("humaneval", str(FIXTURES / "humaneval_cpp.jsonl"), language="cpp")}
     assert cpp["CPP/1"]["entry_point"] == "starts_with"
     multipl_e = cpp["HumanEval_2_count_upper"]
-    # the `}` that closes MultiPL-E's prompt is dropped: programs here are whole functions
-    assert multipl_e["tests"][0]["code"].startswith("int main() {")
+    # every assert of the fixtures converts: call tests, judged outside the program's process
+    assert multipl_e["tests"][0] == {"kind": "call", "fn": "count_upper", "args": ["aBC"], "expected": 2}
+    assert all(t["kind"] == "call" for task in [*js.values(), *cpp.values()] for t in task["tests"])
+    assert cpp["CPP/2"]["tests"][0]["abs_tol"] == 1e-4  # the tolerance of the test's issame
+    assert cpp["CPP/4"]["tests"][0]["expected"] == {"a": 2, "b": 2}  # a map<char,int>, by the return type
+    # a test with a loop stays one script test (unattested), with MultiPL-E's leading `}` dropped
+    looped = dict(next(r for r in adapters.read_records(str(FIXTURES / "humaneval_cpp.jsonl"))
+                       if r.get("name") == "HumanEval_2_count_upper"))
+    looped["tests"] = "}\nint main() {\n    for (int i = 0; i < 2; i++) assert(count_upper(\"A\") == 1);\n}\n"
+    [script] = adapters.humaneval([looped], language="cpp")[0]["tests"]
+    assert script["kind"] == "script" and script["code"].startswith("int main() {")
     with pytest.raises(SuiteError, match="pass --language javascript"):
         adapters.convert("humaneval", str(FIXTURES / "humaneval_javascript.jsonl"), language="cpp")
 
@@ -85,9 +94,10 @@ def test_converted_fixture_checks_clean_and_wrong_solutions_fail(docker_ready: N
     result = runner.invoke(app, ["tasks", "convert", "humaneval", str(src), str(dst), "--language", language])
     assert result.exit_code == 0, result.output
     report = _check([str(dst)])
-    assert report["reference"]["passed"] == report["empty"]["failed"] == 3
-    # their script tests run the asserts next to the program: counted, not hidden
-    assert report["reference"]["unattested_tests"] == 3
+    tasks = {"javascript": 7, "cpp": 11}[language]
+    assert report["reference"]["passed"] == report["empty"]["failed"] == report["tasks"] == tasks, report
+    # every assert became a call test: nothing is judged inside the program's process
+    assert report["reference"]["unattested_tests"] == 0 and report["reference"]["unattested_tasks"] == []
     # a plausible wrong answer per task: every one must fail (console.assert included)
     records = [json.loads(line) for line in (dst / "tasks.jsonl").read_text().splitlines()]
     wrong = {"javascript": "  return 0;\n}\n", "cpp": "    return {};\n}\n"}[language]
@@ -98,4 +108,4 @@ def test_converted_fixture_checks_clean_and_wrong_solutions_fail(docker_ready: N
                                  "--json"])
     assert result.exit_code == 1, result.output  # its solutions fail
     report = json.loads(result.stdout)["file"]
-    assert report["passed"] == 0 and report["checked"] == 3 and not report["infra_errors"]
+    assert report["passed"] == 0 and report["checked"] == tasks and not report["infra_errors"]

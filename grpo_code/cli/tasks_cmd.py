@@ -263,8 +263,10 @@ def _print_report(s: dict) -> None:
             if r["infra_errors"]:
                 out.print(f"  [yellow]sandbox errors: {names(r['infra_errors'])}[/yellow]")
             if r.get("unattested_tests"):
-                out.print(f"  [yellow]{r['unattested_tests']} tests judged inside the program's process "
-                          "(not attested; docs/sandbox.md)[/yellow]")
+                tasks = r.get("unattested_tasks", [])
+                out.print(f"  [yellow]{len(tasks)} tasks ({r['unattested_tests']} tests) judged inside the program's "
+                          f"process: not attested, so their passes count as fails for the reward and eval unless "
+                          f"rewards.tests.trust_unattested (docs/rewards.md): {names(tasks)}[/yellow]")
     if "empty" in s:
         e = s["empty"]
         color = "green" if not e["broken"] else "red"

@@ -8,7 +8,8 @@ Hugging Face dataset id (``org/name[@split]``) where the hub is reachable
 
 - ``humaneval``: HumanEval-style records (``task_id``, ``prompt``, ``canonical_solution``,
   ``test``, ``entry_point``); the model completes the prompt. ``language`` option for
-  multi-language files of that shape (HumanEval-X, MultiPL-E: JavaScript, C++).
+  multi-language files of that shape (HumanEval-X, MultiPL-E: JavaScript, C++), whose
+  asserts become ``call`` tests where they can (:mod:`grpo_code.tasks.native_asserts`).
 - ``mbpp``: MBPP full (``text``, ``code``, ``test_list``, ``test_setup_code``) and sanitized
   (``prompt``, ``code``, ``test_list``, ``test_imports``). The prompt shows one test so the
   function name is known; each assert is its own test; customary id-range splits.
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import SuiteError
+from grpo_code.tasks import native_asserts
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
 from grpo_code.tasks.examples import docstring_examples
@@ -102,10 +104,20 @@ def _script_test(language: str, test: str, entry: str | None) -> str:
     return test
 
 
+def _tests(language: str, test: str, entry: str | None, prompt: str) -> list[Record]:
+    """A record's tests: for JavaScript and C++, ``call`` tests judged outside the program's
+    process where every statement converts (:mod:`~grpo_code.tasks.native_asserts`); else
+    one ``script`` test (for those languages unattested: docs/rewards.md)."""
+    code = _script_test(language, test, entry)
+    calls = native_asserts.call_tests(language, code, entry, prompt)
+    return calls if calls else [{"kind": "script", "code": code}]
+
+
 def humaneval(records: list[Record], language: str = "python", source: str = "humaneval") -> list[Record]:
     """HumanEval and its multi-language versions with the same shape: HumanEval-X
     (``declaration``, ``canonical_solution``) and MultiPL-E (``name``, ``tests``, no
-    ``entry_point`` or solution). The tests become one ``script`` test."""
+    ``entry_point`` or solution). Python tests become one ``script`` test; JavaScript and
+    C++ asserts become ``call`` tests where they all convert (:func:`_tests`)."""
 
     def one(r: Record, i: int, where: str) -> Record:
         wrong_adapter(r, "humaneval", where, accepts=("humaneval",))
@@ -127,7 +139,7 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
             "prompt": prompt,
             "language": language,
             "mode": "complete",
-            "tests": [{"kind": "script", "code": _script_test(language, test, entry)}],
+            "tests": _tests(language, test, entry, prompt),
             "metadata": {"source": source, "split": "test"},
         }
         if entry:

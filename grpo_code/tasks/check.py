@@ -96,10 +96,15 @@ class CheckReport:
                 # Tests whose asserts ran next to the program (JavaScript/C++ script tests):
                 # a program written to forge them could (docs/sandbox.md, threat model).
                 unattested = sum(not t.attested for c in items for r in c.runs[:1] for t in r.tests)
+                # Tasks with such a test: a pass of theirs is a fail for the reward and eval
+                # unless rewards.tests.trust_unattested (grpo_code/verify/attested.py).
+                unattested_tasks = sorted(c.task_id for c in items
+                                          if any(not t.attested for r in c.runs[:1] for t in r.tests))
                 out[kind] = {"checked": checked, "passed": checked - len(bad), "failed": bad,
                              "failures": {c.task_id: c.first_failure() for c in items if c.task_id in bad},
                              "no_reference" if kind == "reference" else "missing": missing,
-                             "flaky": flaky, "infra_errors": infra, "unattested_tests": unattested}
+                             "flaky": flaky, "infra_errors": infra, "unattested_tests": unattested,
+                             "unattested_tasks": unattested_tasks}
         return out
 
     @property
