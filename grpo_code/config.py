@@ -140,6 +140,11 @@ class SandboxConfig:
     timeout_s: float = field(default=5.0, metadata=bounds(0.1, 600))
     memory_mb: int = field(default=512, metadata=bounds(32))
     max_output_kb: int = field(default=64, metadata=bounds(1))
+    """Output kept per test and stream (stdout, stderr), cut with a marker (an ``io`` test still
+    compares up to max(this, 2 x its expected output + 4 KiB))."""
+    max_job_output_kb: int = field(default=1024, metadata=bounds(1))
+    """Output and messages kept for all the tests of one job together, counted as they are sent
+    (UTF-8 JSON); past it tests keep a marker. Only what is kept is cut: verdicts never change."""
     container_max_jobs: int = field(default=2000, metadata=bounds(1))
     """A container is replaced after this many jobs (bounds any slow leak inside it)."""
     pids_limit: int = field(default=128, metadata=bounds(8))
@@ -356,6 +361,9 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         )
     if any(k < 1 for k in cfg.eval.k):
         problems.append(f"eval.k: {cfg.eval.k} must hold positive integers (e.g. [1, 5])")
+    if cfg.sandbox.max_job_output_kb < cfg.sandbox.max_output_kb:
+        problems.append(f"sandbox.max_job_output_kb: {cfg.sandbox.max_job_output_kb} is under sandbox.max_output_kb="
+                        f"{cfg.sandbox.max_output_kb} (a job keeps at least one test's output; raise it)")
     if cfg.sandbox.backend == "http" and not cfg.sandbox.url:
         problems.append("sandbox.url: null but backend is http (set the base URL of `grpo-code sandbox serve`)")
     if cfg.generation.backend == "openai" and not cfg.generation.server_url:

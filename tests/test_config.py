@@ -77,6 +77,8 @@ def test_bounds_and_cross_checks(tmp_path: Path) -> None:
         load_config(None, ["eval.n=2", "eval.k=1,5"])
     with pytest.raises(ConfigError, match="generation.server_url"):
         load_config(None, ["generation.backend=openai"])
+    with pytest.raises(ConfigError, match="sandbox.max_job_output_kb: 32 is under sandbox.max_output_kb=64"):
+        load_config(None, ["sandbox.max_job_output_kb=32"])
 
 
 def test_wrong_types(tmp_path: Path) -> None:

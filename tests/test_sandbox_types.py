@@ -138,7 +138,8 @@ def test_load_jobs_accepts_one_or_many_and_names_the_bad_one():
 def test_wire_job_resolves_limits_against_the_config():
     job = Job("pass", (ScriptTest(""),), limits=Limits(memory_mb=64))
     wire = wire_job(job, timeout_s=3.0, memory_mb=512, max_output_bytes=1024, file_size_mb=4)
-    assert wire["limits"] == {"timeout_s": 3.0, "memory_mb": 64, "max_output_bytes": 1024, "file_size_mb": 4}
+    assert wire["limits"] == {"timeout_s": 3.0, "memory_mb": 64, "max_output_bytes": 1024, "file_size_mb": 4,
+                              "max_job_output_bytes": 1024 * 1024}
     assert job_deadline_s(wire) > 3.0 + 1.0
 
 

@@ -21,7 +21,9 @@ LIMIT_FIELDS = ("timeout_s", "memory_mb", "max_output_kb", "file_size_mb", "comp
                 "compile_memory_mb", "pids_limit", "tmpfs_mb")
 """The ``SandboxConfig`` fields that can change a verdict (a job's own limits override the
 first ones, but its defaults still come from here). ``workers``, ``container_max_jobs``
-and the backend only change how fast verdicts come; the image is keyed by its identity."""
+and the backend only change how fast verdicts come; the image is keyed by its identity.
+``max_job_output_kb`` only cuts the output a result keeps, after its verdicts are decided
+(executor/kept.py), so it is not here."""
 
 
 def _digest(payload: dict) -> str:

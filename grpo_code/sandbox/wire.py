@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from grpo_code.sandbox.executor.budget import cpu_budget_s
+from grpo_code.sandbox.executor.kept import DEFAULT_JOB_BYTES
 from grpo_code.sandbox.executor.pyjob import CHECKER_MIN_S
 from grpo_code.sandbox.executor.zygote import REPLY_S as ZYGOTE_REPLY_S
 from grpo_code.sandbox.languages import COMPILED
@@ -66,6 +67,7 @@ def wire_job(
     file_size_mb: int,
     compile_timeout_s: float = 10.0,
     compile_memory_mb: int = 1024,
+    max_job_output_bytes: int = DEFAULT_JOB_BYTES,
 ) -> dict[str, Any]:
     """The job as the executor receives it: limits resolved against the config."""
     out = Wire(job.to_dict())
@@ -75,6 +77,7 @@ def wire_job(
         "memory_mb": job.limits.memory_mb if job.limits.memory_mb is not None else memory_mb,
         "max_output_bytes": max_output_bytes,
         "file_size_mb": file_size_mb,
+        "max_job_output_bytes": max_job_output_bytes,
     }
     if job.language in COMPILED:
         out["limits"]["compile_timeout_s"] = compile_timeout_s
@@ -85,7 +88,7 @@ def wire_job(
 def wire_for(job: Job, config: Any) -> dict[str, Any]:
     """``wire_job`` with the limits of a ``SandboxConfig``: what a sandbox sends and a cache key hashes."""
     return wire_job(job, config.timeout_s, config.memory_mb, config.max_output_kb * 1024, config.file_size_mb,
-                    config.compile_timeout_s, config.compile_memory_mb)
+                    config.compile_timeout_s, config.compile_memory_mb, config.max_job_output_kb * 1024)
 
 
 UNDECIDED = "undecided"
@@ -127,11 +130,15 @@ def split_wire(wire: dict[str, Any], part_bytes: int = JOB_PART_BYTES) -> list[d
         size += n
     bounds.append((first, len(sizes)))
     parts: list[dict[str, Any]] = []
+    budget = wire["limits"].get("max_job_output_bytes", DEFAULT_JOB_BYTES)
     for start, end in bounds:
+        # Each part is a job to the executor: its share of the output budget, by its tests,
+        # keeps the result the parts make together within the job's.
+        limits = {**wire["limits"], "max_job_output_bytes": budget * (end - start) // len(sizes)}
         if encoded is None:
-            parts.append({**wire, "tests": wire["tests"][start:end]})
+            parts.append({**wire, "limits": limits, "tests": wire["tests"][start:end]})
             continue
-        part = Wire({**wire})
+        part = Wire({**wire, "limits": limits})
         part.encoded = encoded.part(start, end)
         part["tests"] = part.encoded.dicts
         parts.append(part)

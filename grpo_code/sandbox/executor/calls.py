@@ -31,7 +31,7 @@ import select
 import socket
 import time
 
-from . import budget, pyjob, spawn, verdict
+from . import budget, kept, pyjob, spawn, verdict
 from .pychild import REPORT_LIMIT
 
 STARTED = b'{"event":"started"}'
@@ -47,8 +47,11 @@ NOT_RUN_MESSAGE = "not run: an earlier test did not pass and the job stops at th
 
 
 def unrun(name: str, message: str) -> dict:
-    """The result of a test decided without a run of its own."""
-    return {"verdict": name, "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "", "stderr": "", "message": message}
+    """The result of a test decided without a run of its own (its message, which may quote
+    the program or its compiler, is kept under the job's output budget: every test of a
+    program that did not build or load repeats it)."""
+    return {"verdict": name, "duration_ms": 0.0, "cpu_ms": 0.0, "stdout": "", "stderr": "",
+            "message": kept.JOB.message(message, kept.MESSAGE_CAP)}
 
 
 def not_run() -> dict:

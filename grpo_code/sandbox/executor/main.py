@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 
-from . import calls, native, pyjob, spawn, verdict
+from . import calls, kept, native, pyjob, spawn, verdict
 from .confine import PR_SET_DUMPABLE, prctl
 from .runners import RUNNERS
 from .zygote import Zygote
@@ -149,6 +149,7 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
     runner = RUNNERS.get(language)
     if runner is None:
         raise ValueError(f"no runner for language {language!r} in this sandbox (known: {', '.join(RUNNERS)})")
+    kept.start(job["limits"])
     if job.get("record"):
         # Record the reference's answers (the host fills in expected values from them).
         job = {**job, "tests": [{**t, "_record": True} for t in job["tests"]]}
@@ -243,7 +244,7 @@ def main(argv: list[str], entry: str) -> int:
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
 
     def send(msg: dict) -> None:
-        data = memoryview((json.dumps(msg) + "\n").encode())
+        data = memoryview(kept.encode_line(msg))
         while data:
             data = data[os.write(chan_out, data):]  # a view: no copy of the rest per write
 

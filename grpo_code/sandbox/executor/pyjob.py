@@ -19,7 +19,7 @@ import signal
 import socket
 import time
 
-from . import budget, judge, protocol, spawn, verdict
+from . import budget, judge, kept, protocol, spawn, verdict
 from .pychild import MIB, RECORD_OUTPUT_LIMIT, REPORT_LIMIT
 
 CHECKER_MIN_S = 10.0
@@ -183,16 +183,20 @@ def run_checker(source: str, trees: tuple, output_plain: bool, timeout_s: float,
 def test_result(outcome, name: str, message: str, seen: dict, cpu_s: float, stdout: bytes, stderr: bytes,
                 out_limit: int) -> dict:
     """One test's entry of the result (docs/sandbox.md); a ``record`` job's passing tests
-    carry the program's answer: ``value`` (a codec tree) or the whole ``stdout``."""
+    carry the program's answer: ``value`` (a codec tree) or the whole ``stdout``. What it
+    printed and its message are kept under the job's output budget (:mod:`.kept`), once
+    the verdict is decided."""
     record = outcome.test.get("_record") and name == "pass"
+    # The message first, then stderr: what says why a test failed keeps its room.
+    said = kept.JOB.message(message, kept.MESSAGE_CAP)
+    err = kept.JOB.output(stderr, out_limit)
     out = {
         "verdict": name,
         "duration_ms": round(seen["duration_ms"], 3),
         "cpu_ms": round(cpu_s * 1000, 3),
-        "stdout": (stdout.decode("utf-8", "replace") if record
-                   else spawn.decode_output(stdout, out_limit)),
-        "stderr": spawn.decode_output(stderr, out_limit),
-        "message": message,
+        "stdout": stdout.decode("utf-8", "replace") if record else kept.JOB.output(stdout, out_limit),
+        "stderr": err,
+        "message": said,
     }
     if record and outcome.test["kind"] == "call":
         out["value"] = verdict.parse_report(outcome.report, outcome.nonce, outcome.started_marker)[1]["value"]

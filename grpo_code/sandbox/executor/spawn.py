@@ -38,14 +38,6 @@ def memfd(name: str, data: bytes) -> int:
     return fd
 
 
-def decode_output(data: bytes, limit: int) -> str:
-    """Captured output as text, cut at ``limit`` bytes with a marker."""
-    text = data[:limit].decode("utf-8", "replace")
-    if len(data) > limit:
-        text += f"\n[... output truncated at {limit} bytes]"
-    return text
-
-
 def _cpu_s(pid: int) -> float:
     """User + system CPU time of a live (or not yet reaped) process and of the children it
     has waited for (a shared process's forks, outside a container's clock)."""
