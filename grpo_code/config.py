@@ -270,6 +270,9 @@ class RewardsConfig:
     cache: bool = True
     cache_size: int = field(default=100_000, metadata=bounds(1))
     """Results kept in memory (least recently used are dropped)."""
+    cache_mb: int = field(default=512, metadata=bounds(1))
+    """Memory the kept results may take (least recently used are dropped); a result keeps its
+    first failing test's output, not the others' (docs/rewards.md, Cache)."""
     cache_path: str | None = None
     """sqlite file for the reward cache; null = in memory only."""
     overlap: bool = True

@@ -213,6 +213,55 @@ def test_cache_lru_bound_and_no_infra(tmp_path: Path):
     assert len(cache) == 2
 
 
+def flooded(tests: int = 800, failing_from: int = 3) -> Result:
+    """A result as the sandbox gives a program that printed its fill of U+FFFD in every test."""
+    def loud(i: int) -> str:  # a text of its own per test, as JSON decoding makes them
+        return "\ufffd" * 65536 + f"\n[... output truncated at 65536 bytes] {i}"
+
+    made = tuple(TestResult(P if i < failing_from else F, stdout=loud(i), stderr=loud(i),
+                            message=f"returned {i}, expected {i + 1}" + "!" * 1000) for i in range(tests))
+    return Result(Status.FAIL, failing_from, tests, made)
+
+
+def test_cache_keeps_the_first_failure_whole_and_drops_other_output():
+    import tracemalloc
+
+    cache = RewardCache(10)
+    tracemalloc.start()
+    fat = flooded()
+    before = tracemalloc.get_traced_memory()[0]
+    cache.put("k", fat)
+    del fat
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    kept = cache.get("k")
+    assert [t.verdict for t in kept.tests] == [P] * 3 + [F] * 797 and kept.passed == 3
+    first = kept.tests[3]
+    assert first.stdout.startswith("\ufffd" * 65536) and first.message.startswith("returned 3, expected 4")
+    assert all(not t.stdout and not t.stderr for i, t in enumerate(kept.tests) if i != 3)
+    assert all(len(t.message) <= 300 and "left out" in t.message for t in kept.tests[4:])
+    assert before > 100e6 and after < 1e6, (before, after)  # ~210 MB as the sandbox sent it, < 1 MB kept
+    assert cache.bytes < 1e6
+
+
+def test_cache_is_bounded_in_bytes_not_only_entries(tmp_path: Path):
+    cache = RewardCache(max_entries=1000, max_bytes=2_000_000)
+    for i in range(20):
+        cache.put(str(i), flooded(100, failing_from=0))
+    assert cache.bytes <= 2_000_000 and 1 < len(cache) < 20
+    assert cache.get("19") is not None and cache.get("0") is None  # least recently used go first
+    lone = RewardCache(max_entries=10, max_bytes=1)
+    lone.put("a", result(P))
+    lone.put("b", result(F))
+    assert len(lone) == 1 and lone.get("b") == result(F)  # the newest stays even over the bound
+    disk = RewardCache(10, tmp_path / "r.sqlite", max_bytes=2_000_000)
+    disk.put("k", flooded(50))
+    disk.close()
+    again = RewardCache(10, tmp_path / "r.sqlite")
+    assert sum(bool(t.stdout) for t in again.get("k").tests) == 1  # the file holds what memory holds
+    again.close()
+
+
 def test_cache_sqlite_survives_restart(tmp_path: Path):
     path = tmp_path / "sub" / "rewards.sqlite"
     first = RewardCache(10, path)

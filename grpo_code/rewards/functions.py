@@ -168,7 +168,7 @@ def reward_verifier(config: RewardsConfig, sandbox: Any, tasks: Any, extract: st
     """The verifier of a training run: its store is ``rewards.cache`` (memory, and the sqlite
     file of ``rewards.cache_path``), or none when the cache is off. Jobs stop at their first
     failing test where the reward needs only pass/fail (``all_or_nothing``) or the config asks."""
-    cache = RewardCache(config.cache_size, config.cache_path) if config.cache else None
+    cache = RewardCache(config.cache_size, config.cache_path, config.cache_mb << 20) if config.cache else None
     stop = config.tests.stop_at_first_failure or config.tests.mode == "all_or_nothing"
     return Verifier(tasks, sandbox, extract=extract, cache=cache, image_id=image_id, stop_on_failure=stop,
                     trust_unattested=config.tests.trust_unattested)

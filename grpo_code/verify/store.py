@@ -8,17 +8,22 @@ a limit, the sandbox image or the sandbox runtime misses. The sandbox names itse
 identity, the harness version and its default limits. Results are cached, not rewards, so
 changing the reward mode reuses them. Infrastructure errors are never stored.
 
-Entries live in a bounded in-memory LRU; with ``rewards.cache_path`` they are also
-written to a sqlite file, so eval re-runs and resumed training reuse them across
-processes. In-flight duplicates (same key, not finished yet) are shared by
+Entries live in an in-memory LRU bounded in entries and in bytes; with
+``rewards.cache_path`` they are also written to a sqlite file, so eval re-runs and resumed
+training reuse them across processes. What an entry keeps is bounded too (:func:`stored`):
+every verdict and time, the first failing test's output and message as the sandbox kept
+them (what failure reports and feedback quote), and of the other tests a clipped message,
+no output. A result's size is then its test count, not what its program printed. In-flight duplicates (same key, not finished yet) are shared by
 :class:`~grpo_code.verify.verifier.Verifier`, which owns the futures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -28,8 +33,47 @@ from grpo_code.config import SandboxConfig
 from grpo_code.errors import RewardError
 from grpo_code.sandbox.types import Job, Result, Status
 from grpo_code.sandbox.wire import wire_for
+from grpo_code.verify.failure import MESSAGE_CHARS, clip
 
 SCHEMA_VERSION = 4
+RESULT_BYTES = 600
+TEST_BYTES = 210
+"""Memory of a result and of each of its tests with no text (measured: a ``Result`` read
+from JSON); :func:`footprint` adds the texts' own size."""
+
+
+FAILURE_CHARS = 256 * 1024
+"""Characters kept of each text of the first failing test: past the sandbox's own per-test
+cap (``max_output_kb``, 64 KiB by default), which cuts first; a bound on what any backend
+may send."""
+
+
+def stored(result: Result) -> Result:
+    """What the store keeps of ``result``: every verdict and time; the first failing test's
+    output and message (cut at :data:`FAILURE_CHARS`), the other tests' messages clipped
+    (:func:`~grpo_code.verify.failure.clip`) and their output dropped."""
+    first = result.first_failure()
+    keep = first[0] if first is not None else None
+
+    def cut(test, limit: int, output: bool):
+        texts = {"stdout": clip(test.stdout, limit) if output else "",
+                 "stderr": clip(test.stderr, limit) if output else "",
+                 "message": clip(test.message, limit)}
+        if all(text == getattr(test, name) for name, text in texts.items()):
+            return test
+        return dataclasses.replace(test, **texts)
+
+    tests = tuple(cut(t, FAILURE_CHARS, True) if i == keep else cut(t, MESSAGE_CHARS, False)
+                  for i, t in enumerate(result.tests))
+    if all(a is b for a, b in zip(tests, result.tests)):
+        return result
+    return dataclasses.replace(result, tests=tests)
+
+
+def footprint(result: Result) -> int:
+    """Bytes ``result`` takes in memory, near enough to bound a store by."""
+    texts = sum(sys.getsizeof(text) for t in result.tests for text in (t.stdout, t.stderr, t.message) if text)
+    return RESULT_BYTES + TEST_BYTES * len(result.tests) + texts + (sys.getsizeof(result.error) if result.error else 0)
 
 
 def cache_key(job: Job, sandbox: SandboxConfig, fingerprint: str) -> str:
@@ -47,12 +91,16 @@ def cache_key(job: Job, sandbox: SandboxConfig, fingerprint: str) -> str:
 
 
 class RewardCache:
-    """Thread-safe LRU of results by key, optionally backed by a sqlite file."""
+    """Thread-safe LRU of results by key (at most ``max_entries`` and ``max_bytes`` of
+    memory, by :func:`footprint`), optionally backed by a sqlite file. It keeps what
+    :func:`stored` keeps of each result."""
 
-    def __init__(self, max_entries: int = 100_000, path: str | Path | None = None):
+    def __init__(self, max_entries: int = 100_000, path: str | Path | None = None, max_bytes: int = 512 << 20):
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self.path = Path(path).expanduser() if path else None
-        self._mem: OrderedDict[str, Result] = OrderedDict()
+        self._mem: OrderedDict[str, tuple[Result, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if self.path is not None:
@@ -83,14 +131,14 @@ class RewardCache:
             hit = self._mem.get(key)
             if hit is not None:
                 self._mem.move_to_end(key)
-                return hit
+                return hit[0]
             if self._db is None:
                 return None
             row = self._db.execute("SELECT result FROM results WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
             try:
-                result = Result.from_json(row[0])
+                result = stored(Result.from_json(row[0]))  # a file an older version wrote may hold more
             except (ValueError, KeyError, TypeError):
                 return None
             self._remember(key, result)
@@ -100,6 +148,7 @@ class RewardCache:
         """Store a result; infrastructure errors are refused (returns False)."""
         if result.status is Status.INFRA_ERROR:
             return False
+        result = stored(result)
         with self._lock:
             self._remember(key, result)
             if self._db is not None:
@@ -108,10 +157,15 @@ class RewardCache:
         return True
 
     def _remember(self, key: str, result: Result) -> None:
-        self._mem[key] = result
-        self._mem.move_to_end(key)
-        while len(self._mem) > self.max_entries:
-            self._mem.popitem(last=False)
+        size = footprint(result)
+        old = self._mem.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        self._mem[key] = (result, size)
+        self.bytes += size
+        # The newest entry stays even alone over max_bytes: its caller holds it anyway.
+        while len(self._mem) > 1 and (len(self._mem) > self.max_entries or self.bytes > self.max_bytes):
+            self.bytes -= self._mem.popitem(last=False)[1][1]
 
     def close(self) -> None:
         with self._lock:
