@@ -155,6 +155,21 @@ def test_local_loud_right_programs_pass(local):
     check_bounded(calls, 300)
 
 
+def lone_surrogates() -> Job:
+    """A message and a returned value holding lone surrogates, which UTF-8 cannot carry."""
+    program = "def f(x):\n    if x:\n        raise ValueError('\\ud800' * 3)\n    return '\\udfff'\n"
+    return Job(program, (CallTest("f", (1,), 0), CallTest("f", (0,), "x")), limits=Limits(timeout_s=5.0))
+
+
+def check_surrogates(result) -> None:
+    assert [t.verdict for t in result.tests] == [Verdict.RUNTIME_ERROR, Verdict.FAIL], result
+    assert "\ud800" * 3 in result.tests[0].message  # escaped on the wire, whole again on the host
+
+
+def test_local_lone_surrogates_cross_the_channel(local):
+    check_surrogates(local.run([lone_surrogates()])[0])
+
+
 # --------------------------------------------------------------------------- docker
 
 
@@ -177,6 +192,12 @@ def test_docker_io_and_script_flood_is_bounded(docker):
     need_image("python")
     [result] = docker.run([py_io_script_flood(200)])
     check_flood(result, 200)
+
+
+@pytest.mark.docker
+def test_docker_lone_surrogates_cross_the_channel(docker):
+    need_image("python")
+    check_surrogates(docker.run([lone_surrogates()])[0])
 
 
 @pytest.mark.docker
