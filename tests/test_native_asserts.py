@@ -103,6 +103,12 @@ TABLE = [
     ("cpp", "bool issame(map<int,char> a, map<int,char> b){ return a == b; }\nint main(){ assert (issame(h(2), "
             "{{1, 'a'}, {2, 'b'}})); }", "h", "map<int,char> h(int n){",
      [{"fn": "h", "args": [2], "expected": {"$d": [[1, "a"], [2, "b"]]}}]),
+    # HumanEval-X's other spellings: abs(f(x) + 1) < tol means -1; JavaScript's string
+    # concatenation, ** and integer literals past 2**53 (a double, as JavaScript reads them)
+    ("cpp", "int main(){ assert (abs(f(1, 2, 10) +1)<0.01); }", "f", "float f(float a, float b, float c){",
+     [{"fn": "f", "args": [1, 2, 10], "expected": -1, "abs_tol": 0.01}]),
+    ("javascript", "console.assert(f('ab' + 'c', 1 ** 0) === -9999999999999999)\n", "f", "",
+     [{"fn": "f", "args": ["abc", 1], "expected": -1e16}]),
     # --- stays a script: anything of another shape
     ("cpp", "int main(){ for (int i=0;i<3;i++) { assert (f(i)==i); } }", "f", "int f(int x){", None),
     ("cpp", "int main(){ assert (f(1)); }", "f", "int f(int x){", None),  # truthiness of an int

@@ -49,7 +49,7 @@ class Unconvertible(Exception):
 _NUMBER = re.compile(r"(?:0[xX][0-9a-fA-F']+|0[bB][01']+|(?:\d[\d']*\.?[\d']*|\.\d[\d']*)(?:[eE][+-]?\d+)?)"
                      r"[uUlLfF]*")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*(?:\s*::\s*[A-Za-z_]\w*)*")
-_PUNCT = ("===", "!==", "==", "!=", "<=", ">=", "&&", "||", "=>", "::", "<", ">", "+", "-", "*", "/", "%", "!",
+_PUNCT = ("===", "!==", "==", "!=", "<=", ">=", "&&", "||", "=>", "::", "**", "<", ">", "+", "-", "*", "/", "%", "!",
           "(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "=", "?")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "b": "\b", "f": "\f", "v": "\v", "a": "\a", "\\": "\\",
             "'": "'", '"': '"', "?": "?", "/": "/", "`": "`"}
@@ -176,6 +176,8 @@ def _number(text: str, lang: str) -> int | float:
         return float(text)
     if lang == "cpp" and len(text) > 1 and text.startswith("0"):
         return int(text, 8)
+    if lang == "javascript" and abs(int(text)) > 2**53:
+        return float(text)  # a JavaScript number: the literal's double, as the test compares it
     return int(text)
 
 
@@ -227,7 +229,7 @@ class _Parser:
             raise Unconvertible("compound condition")
         return node
 
-    _LEVELS = (("==", "===", "!=", "!=="), ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%"))
+    _LEVELS = (("==", "===", "!=", "!=="), ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%"), ("**",))
 
     def binary(self, level: int) -> tuple:
         if level == len(self._LEVELS):
@@ -353,6 +355,8 @@ class _Parser:
 
 
 def _arith(op: str, a: Any, b: Any, lang: str) -> Any:
+    if op == "+" and type(a) is str and type(b) is str:  # 'abc' + 'de', std::string("a") + "b"
+        return a + b
     if type(a) not in (int, float) or type(b) not in (int, float):
         raise Unconvertible("arithmetic on something that is not a number")
     if op == "+":
@@ -361,6 +365,8 @@ def _arith(op: str, a: Any, b: Any, lang: str) -> Any:
         return a - b
     if op == "*":
         return a * b
+    if op == "**" and lang == "javascript" and type(b) is int and 0 <= b <= 64:
+        return a ** b
     if op == "/":
         if b == 0:
             raise Unconvertible("division by zero")
@@ -385,7 +391,7 @@ def value(node: tuple, lang: str, names: dict[str, Any]) -> Any:
         if node[1] == "!" or type(inner) not in (int, float):
             raise Unconvertible("a unary operator on something that is not a number")
         return -inner if node[1] == "-" else inner
-    if kind == "bin" and node[1] in ("+", "-", "*", "/"):
+    if kind == "bin" and node[1] in ("+", "-", "*", "/", "**"):
         return _arith(node[1], value(node[2], lang, names), value(node[3], lang, names), lang)
     if kind == "id" and node[1] in names:
         return names[node[1]]
@@ -558,10 +564,12 @@ class _Test:
         if node[0] == "bin" and node[1] in ("<", "<="):
             inner = node[2]
             if _is_call(inner, ("Math.abs", "abs", "fabs", "std::abs", "std::fabs"), 1) and inner[2][0][0] == "bin" \
-                    and inner[2][0][1] == "-":
+                    and inner[2][0][1] in ("-", "+"):
                 tol = value(node[3], self.lang, self.names)
-                if type(tol) in (int, float) and tol > 0 and self.compare(inner[2][0][2], inner[2][0][3],
-                                                                           abs_tol=float(tol)):
+                a, b = inner[2][0][2], inner[2][0][3]
+                if inner[2][0][1] == "+":  # abs(f(x) + 1) < tol: f(x) is -1
+                    a, b = a, ("un", "-", b)
+                if type(tol) in (int, float) and tol > 0 and self.compare(a, b, abs_tol=float(tol)):
                     return
         if node[0] == "call" and node[1][0] == "id" and node[1][1] in self.helpers and len(node[2]) == 2:
             if self.compare(node[2][0], node[2][1], **self.helpers[node[1][1]]):
