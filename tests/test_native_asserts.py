@@ -120,6 +120,9 @@ TABLE = [
     ("cpp", "int g(int y){ return y; }\nint main(){ assert (f(g(1)) == 2); }", "f", "int f(int x){", None),
     ("javascript", "console.assert(f(1) === 2)\nconsole.log('done')\n", "f", "", None),
     ("javascript", "console.assert(f(1))\n", "f", "", None),
+    ("javascript", "console.assert(f(3, 4, 5) == 6.00)\n", "f", "", None),  # "6.00" == 6 in JavaScript
+    ("javascript", "console.assert(f(1) == 'a')\nconsole.assert(f(2) == null)\n", "f", "",
+     [{"fn": "f", "args": [1], "expected": "a"}, {"fn": "f", "args": [2], "expected": None}]),
     ("javascript", "const t = () => {\n console.assert(f(1) === 2)\n}\n", "f", "", None),  # never called
     ("javascript", "for (let i = 0; i < 3; i++) console.assert(f(i) === i)\n", "f", "", None),
     ("javascript", "console.assert(f(`a${x}`) === 1)\n", "f", "", None),
