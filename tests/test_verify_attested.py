@@ -107,3 +107,15 @@ def test_the_store_keeps_the_raw_result_and_eval_never_trusts():
     ev = eval_verifier([task], _Sandbox(attested=False))
     judged = ev.judged(ev.submit(task, ANSWER, "chat"))
     assert judged.status == "fail" and not judged.passed
+
+
+def test_tasks_check_counts_unattested_tests_and_tasks():
+    from grpo_code.tasks.check import CheckReport, TaskCheck
+
+    checks = [TaskCheck("a", "reference", [_result((P, False), (P, False))]),
+              TaskCheck("b", "reference", [_result((P, True))]),
+              TaskCheck("c", "reference", [_result((P, True), (F, False))])]
+    summary = CheckReport("s", "h", 3, 1, {"reference": checks}, []).summary()["reference"]
+    assert summary["unattested_tests"] == 3 and summary["unattested_tasks"] == ["a", "c"]
+    # tasks check reads raw results: a reference that passes unattested still passes there
+    assert "a" not in summary["failed"]
