@@ -217,6 +217,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     from grpo_code.training.packing import trim_padding_for
     from grpo_code.training.trainer import GrpoCodeTrainer
     from grpo_code.training.trl_seam import end_token_ids
+    from grpo_code.verify.attested import script_tasks
     from grpo_code.verify.early import EarlyJobs
 
     suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
@@ -257,6 +258,11 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         scored_tasks = train_tasks if not multi_turn_on else dataclasses.replace(
             train_tasks, tasks=tuple(dataclasses.replace(t, tests=t.hidden_tests or t.tests) for t in train_tasks.tasks))
         verifier = reward_verifier(cfg.rewards, sandbox, scored_tasks, extract=cfg.tasks.extract)
+        native_scripts = script_tasks(scored_tasks)
+        if native_scripts and not cfg.rewards.tests.trust_unattested:
+            log(f"warning: {len(native_scripts)} of {len(scored_tasks.tasks)} tasks of suite {suite.name} have script "
+                "tests judged inside the program's process (unattested): their passes count as fails "
+                f"(rewards.tests.trust_unattested, docs/rewards.md): {', '.join(native_scripts[:5])}")
         multi = multi_turn(cfg, style, verifier, log)
         judge = build_judge(cfg.rewards.judge, scored_tasks)
         early = (EarlyJobs(verifier, style, on_program=judge.early if judge is not None else None)

@@ -10,8 +10,8 @@ from concurrent.futures import Future
 from grpo_code.config import RewardsConfig, RewardTestsConfig, SandboxConfig
 from grpo_code.evaluate.execute import eval_verifier
 from grpo_code.rewards import reward_of, reward_verifier
-from grpo_code.rewards.metrics import batch_metrics
 from grpo_code.rewards.functions import Scored
+from grpo_code.rewards.metrics import batch_metrics
 from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import Job, Result, ScriptTest, Status, TestResult, Verdict
 from grpo_code.tasks import Task
@@ -119,3 +119,13 @@ def test_tasks_check_counts_unattested_tests_and_tasks():
     assert summary["unattested_tests"] == 3 and summary["unattested_tasks"] == ["a", "c"]
     # tasks check reads raw results: a reference that passes unattested still passes there
     assert "a" not in summary["failed"]
+
+
+def test_script_tasks_are_known_before_anything_runs():
+    from grpo_code.sandbox.types import CallTest
+    from grpo_code.verify.attested import script_tasks
+
+    native = _task()
+    called = Task("js/2", "p", (CallTest("f", (), 1),), language="javascript")
+    python = Task("py/1", "p", (ScriptTest("assert f() == 1"),))
+    assert script_tasks([native, called, python]) == ["js/1"]

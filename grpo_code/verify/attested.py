@@ -14,8 +14,10 @@ counts the unattested tests and tasks instead.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from grpo_code.sandbox.types import Result, Status, TestResult, Verdict
+from grpo_code.sandbox.executor.runners import RUNNERS
+from grpo_code.sandbox.types import Result, Status, Verdict
 
 UNATTESTED_MESSAGE = (
     "passed, but its asserts ran inside the program's process (attested: false), where a program can "
@@ -44,3 +46,13 @@ def attested_only(result: Result | None) -> Result | None:
     passed = sum(1 for t in tests if t.verdict is Verdict.PASS)
     return dataclasses.replace(result, passed=passed, tests=tests,
                                status=Status.PASS if passed == result.total else Status.FAIL)
+
+
+def script_tasks(tasks: Any) -> list[str]:
+    """Ids of the tasks with a test that can only be judged unattested: a ``script`` test
+    of a language whose runner runs it in the program's process (JavaScript, C++; a Python
+    script test runs in a separate judge). Known before anything runs, so a training run
+    can say at its start why such tasks will not score."""
+    items = getattr(tasks, "tasks", tasks)
+    return [t.id for t in items
+            if not RUNNERS[t.language].in_process and any(test.kind == "script" for test in t.tests)]
