@@ -129,3 +129,22 @@ def test_script_tasks_are_known_before_anything_runs():
     called = Task("js/2", "p", (CallTest("f", (), 1),), language="javascript")
     python = Task("py/1", "p", (ScriptTest("assert f() == 1"),))
     assert script_tasks([native, called, python]) == ["js/1"]
+
+
+def test_a_solutions_file_is_judged_as_eval_judges_it(tmp_path):
+    import json
+
+    from grpo_code.tasks.check import check_suite
+    from grpo_code.tasks.suite import suite_from_records
+
+    record = {"id": "js/1", "prompt": "write f", "language": "javascript", "entry_point": "f",
+              "tests": [{"kind": "script", "code": "console.assert(f() === 1)"}],
+              "reference": "function f() { return 1; }"}
+    suite = suite_from_records("s", [record], "s")
+    sandbox = _Sandbox(attested=False)
+    report = check_suite(suite, sandbox, "reference").summary()["reference"]
+    assert report["passed"] == 1 and report["unattested_tasks"] == ["js/1"]  # the suite is healthy, and says so
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": "js/1", "solution": "function f() { return 1; }"}) + "\n")
+    report = check_suite(suite, sandbox, str(samples)).summary()["file"]
+    assert report["failed"] == ["js/1"] and "trust_unattested" in report["failures"]["js/1"]
