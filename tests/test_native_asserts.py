@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_code.tasks.native_asserts import call_tests, return_type, tokenize
+from grpo_code.tasks.literals import tokenize
+from grpo_code.tasks.native_asserts import call_tests, return_type
 
 JS_X = """const testHasCloseElements = () => {
   console.assert(hasCloseElements([1.0, 2.0, 3.9], 0.3) === true)
