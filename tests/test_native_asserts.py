@@ -112,6 +112,9 @@ TABLE = [
      [{"fn": "f", "args": ["abc", 1], "expected": -1e16}]),
     # --- stays a script: anything of another shape
     ("cpp", "int main(){ for (int i=0;i<3;i++) { assert (f(i)==i); } }", "f", "int f(int x){", None),
+    # a bool helper of two values that is not named as an equality is not one
+    ("cpp", "bool bigger(int a, int b){ return a > b; }\nint main(){ assert (bigger(f(1), 3)); }", "f",
+     "int f(int x){", None),
     ("cpp", "int main(){ assert (f(1)); }", "f", "int f(int x){", None),  # truthiness of an int
     ("cpp", "int main(){ int x = f(1); assert (x == 2); }", "f", "int f(int x){", None),
     ("cpp", "int main(){ assert (f(1) == 2 && f(2) == 3); }", "f", "int f(int x){", None),

@@ -244,13 +244,21 @@ def _cpp(code: str, test: _Test) -> None:
         if name == "main":
             main = body
             _cpp_main(body, test)  # with the helpers declared so far, as the compiler sees them
-        elif re.match(r"\s*bool\b", m.group(1)) and m.group(3).count(",") >= 1:
+        elif re.match(r"\s*bool\b", m.group(1)) and _arity(m.group(3)) == 2 and re.search(r"(?i)same|equal", name):
             # A comparison helper (HumanEval-X's issame): its tolerance and order carry over.
+            # Known by its name: a bool function of two values may compare them otherwise.
             tol = _CPP_TOLERANCE.search(body)
             test.helpers[name] = {"abs_tol": float(tol.group(1)) if tol else None,
                                   "unordered": True if re.search(r"\bsort\s*\(", body) else None}
     if main is None:
         raise Unconvertible("no main")
+
+
+def _arity(params: str) -> int:
+    """How many parameters a C++ parameter list declares (commas inside <...> do not count)."""
+    while re.search(r"<[^<>]*>", params):
+        params = re.sub(r"<[^<>]*>", "", params)
+    return params.count(",") + 1 if params.strip() else 0
 
 
 def _cpp_main(main: str, test: _Test) -> None:
