@@ -264,9 +264,10 @@ def _print_report(s: dict) -> None:
                 out.print(f"  [yellow]sandbox errors: {names(r['infra_errors'])}[/yellow]")
             if r.get("unattested_tests"):
                 tasks = r.get("unattested_tasks", [])
-                out.print(f"  [yellow]{len(tasks)} tasks ({r['unattested_tests']} tests) judged inside the program's "
-                          f"process: not attested, so their passes count as fails for the reward and eval unless "
-                          f"rewards.tests.trust_unattested (docs/rewards.md): {names(tasks)}[/yellow]")
+                out.print(f"  [yellow]unattested: {len(tasks)} of {s['tasks']} tasks have test(s) judged inside the "
+                          f"program's process ({r['unattested_tests']} in all); their passes count as fails for the "
+                          f"reward and eval unless rewards.tests.trust_unattested (docs/rewards.md): "
+                          f"{names(tasks)}[/yellow]")
     if "empty" in s:
         e = s["empty"]
         color = "green" if not e["broken"] else "red"
