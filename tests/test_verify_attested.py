@@ -148,3 +148,25 @@ def test_a_solutions_file_is_judged_as_eval_judges_it(tmp_path):
     samples.write_text(json.dumps({"task_id": "js/1", "solution": "function f() { return 1; }"}) + "\n")
     report = check_suite(suite, sandbox, str(samples)).summary()["file"]
     assert report["failed"] == ["js/1"] and "trust_unattested" in report["failures"]["js/1"]
+
+
+def test_tasks_check_names_the_unattested_tasks_and_the_key(tmp_path):
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from conftest import need
+    from grpo_code.cli import app
+
+    need(shutil.which("node") is not None, "node is not installed on this machine", required_in_ci=False)
+    (tmp_path / "suite.yaml").write_text("name: tiny\nlanguage: javascript\n")
+    task = {"id": "tiny/1", "prompt": "write f", "language": "javascript", "entry_point": "f",
+            "tests": [{"kind": "script", "code": "console.assert(f() === 1)"},
+                      {"kind": "call", "fn": "f", "args": [], "expected": 1}],
+            "reference": "function f() { return 1; }"}
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path), "--backend", "local", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "unattested: 1 of 1 tasks" in text and "rewards.tests.trust_unattested" in text and "tiny/1" in text
