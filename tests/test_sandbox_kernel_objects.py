@@ -111,6 +111,68 @@ OOM_SCORE = {
            "  std::ifstream f(\"/proc/self/oom_score_adj\"); std::string s; f >> s; std::cout << s << std::endl;\n}\n",
 }
 
+# Writes its oom_score_adj back down (an unprivileged process may lower it to its floor,
+# 0), then prints what it is.
+LOWER_OOM_SCORE = {
+    "python": "try:\n    open('/proc/self/oom_score_adj', 'w').write('0')\nexcept OSError:\n    pass\n" + OOM_SCORE["python"],
+    "javascript": "try { require('fs').writeFileSync('/proc/self/oom_score_adj', '0'); } catch (e) {}\n"
+                  + OOM_SCORE["javascript"],
+    "cpp": "#include <fcntl.h>\n#include <unistd.h>\n" + OOM_SCORE["cpp"].replace(
+        "int main() {\n", "int main() {\n  { int fd = open(\"/proc/self/oom_score_adj\", O_WRONLY);"
+                           " if (fd >= 0) { (void)!write(fd, \"0\", 1); close(fd); } }\n"),
+}
+
+# Then four processes hold 55 memory files of 16 MiB each, written, never mapped: the
+# container fills while their resident memory stays small (the red team's attack: with
+# the score lowered, the OOM killer took the executor, an infra_error).
+HOLD_MEMORY = {
+    "python": LOWER_OOM_SCORE["python"] + """import os
+buf = b'\\x01' * (1 << 20)
+def hold(n):
+    for _ in range(n):
+        fd = os.memfd_create('x')
+        try:
+            for _ in range(16):
+                os.write(fd, buf)
+        except OSError:
+            return
+kids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        hold(55)
+        os.pause()
+    kids.append(pid)
+hold(55)
+for kid in kids:
+    os.waitpid(kid, 0)
+print('done')
+""",
+    "cpp": r"""#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+static char buf[1 << 20];
+static void hold(int n) {
+  for (int i = 0; i < n; ++i) {
+    int fd = memfd_create("x", 0);
+    if (fd < 0) return;
+    for (int k = 0; k < 16; ++k) if (write(fd, buf, sizeof buf) != (long)sizeof buf) return;
+  }
+}
+int main() {
+  memset(buf, 1, sizeof buf);
+  { int fd = open("/proc/self/oom_score_adj", O_WRONLY); if (fd >= 0) { (void)!write(fd, "0", 1); close(fd); } }
+  for (int c = 0; c < 3; ++c) if (fork() == 0) { hold(55); pause(); _exit(0); }
+  hold(55);
+  while (wait(nullptr) > 0) {}
+  printf("done\n");
+}
+""",
+}
+
 RIGHT = {
     "python": "print(sum(map(int, input().split())))\n",
     "javascript": "const [a, b] = require('fs').readFileSync(0, 'utf8').trim().split(/\\s+/).map(Number);\n"
@@ -165,4 +227,19 @@ def test_xattrs_on_the_tmpfs_are_bounded(sandbox: Sandbox, language: str, progra
     made = int(result.tests[0].stdout.split()[1])
     # nr_inodes=8192 per tmpfs: 1 KiB of xattr space an inode, two tmpfs, 64 KiB values
     assert 0 < made <= 2 * 8192 // 64, result.tests[0].stdout
+    right_program_passes(sandbox, language)
+
+
+@pytest.mark.parametrize("language", ["python", "javascript", "cpp"])
+def test_a_test_cannot_write_its_oom_score_back_down(sandbox: Sandbox, language: str) -> None:
+    result = run(sandbox, language, LOWER_OOM_SCORE[language], (IoTest(stdin="", stdout="1000\n"),))
+    assert result.status is Status.PASS, (result.tests[0].why, result.tests[0].stdout)
+
+
+@pytest.mark.parametrize("language", ["python", "cpp"])
+def test_memory_held_outside_the_address_space_is_the_programs_verdict(sandbox: Sandbox, language: str) -> None:
+    tests = (IoTest(stdin="", stdout="done\n"), IoTest(stdin="", stdout="x\n"))
+    result = run(sandbox, language, HOLD_MEMORY[language], tests)
+    assert result.status is Status.FAIL, result.error  # never an infra_error
+    assert result.tests[0].verdict.value in ("memory", "fail", "runtime_error"), result.tests[0].why
     right_program_passes(sandbox, language)

@@ -188,3 +188,74 @@ def _prctl_get(option: int) -> int:
         return int(_LIBC_PRCTL[0](option, 0, 0, 0, 0))
     except Exception:
         return -1
+
+
+# --------------------------------------------------------------------------- Landlock
+
+_LANDLOCK_SYSCALLS = (444, 445, 446)  # create_ruleset, add_rule, restrict_self (x86_64 and aarch64 alike)
+_LANDLOCK_WRITE_FILE = 1 << 1
+_LANDLOCK_TRUNCATE = 1 << 14  # ABI 3
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_VERSION = 1  # create_ruleset flag: ask for the ABI version
+_LANDLOCK_ABI: list[int] = []
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where there is none (kernel, LSM list or the
+    container's seccomp profile). Asked once, in the parent."""
+    if not _LANDLOCK_ABI:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _LANDLOCK_ABI.append(max(0, int(libc.syscall(_LANDLOCK_SYSCALLS[0], None, 0, _LANDLOCK_VERSION))))
+        except Exception:
+            _LANDLOCK_ABI.append(0)
+    return _LANDLOCK_ABI[0]
+
+
+def writable_only(paths: list[str]) -> None:
+    """Let this process (and what it forks and execs) open files for writing only beneath
+    ``paths`` (Landlock; reading is untouched). What this keeps a test from: writing its own
+    ``/proc/self/oom_score_adj`` back down (an unprivileged process may lower it to the
+    floor it started with, 0), after which memory it holds outside its address space
+    (memory files, socket buffers) makes the OOM killer take the executor instead: an
+    ``infra_error`` the program caused. Pipes and sockets reached through ``/proc/self/fd``
+    or ``/dev/stdout`` stay writable (Landlock leaves pseudo file systems alone).
+
+    Needs no_new_privs (set before: the container's ``no-new-privileges``, or
+    :func:`confine`'s prctl). A kernel without Landlock leaves it out (the executor's
+    ready line says which); any other failure raises ``OSError``."""
+    abi = landlock_abi()
+    if abi <= 0:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    handled = _LANDLOCK_WRITE_FILE | (_LANDLOCK_TRUNCATE if abi >= 3 else 0)
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(handled)
+    ruleset = libc.syscall(_LANDLOCK_SYSCALLS[0], ctypes.byref(attr), ctypes.sizeof(attr), 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        for path in paths:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
+            try:
+                rule = PathBeneath(handled, fd)
+                if libc.syscall(_LANDLOCK_SYSCALLS[1], ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0):
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+            finally:
+                os.close(fd)
+        if libc.syscall(_LANDLOCK_SYSCALLS[2], ruleset, 0):
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)

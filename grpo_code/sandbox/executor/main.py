@@ -26,7 +26,7 @@ import time
 import traceback
 
 from . import calls, kept, native, pyjob, spawn, verdict
-from .confine import PR_SET_DUMPABLE, prctl
+from .confine import PR_SET_DUMPABLE, landlock_abi, prctl
 from .runners import RUNNERS
 from .zygote import Zygote
 
@@ -38,6 +38,8 @@ def harden() -> dict:
         # Non-dumpable: a same-uid process cannot ptrace us or open /proc/<pid>/{mem,fd/*}.
         "nondumpable": prctl(PR_SET_DUMPABLE, 0),
         "subreaper": os.getpid() == 1 or prctl(PR_SET_CHILD_SUBREAPER, 1),
+        # Landlock keeps tests from writing their oom_score_adj back down (confine.writable_only)
+        "landlock": landlock_abi(),
     }
 
 

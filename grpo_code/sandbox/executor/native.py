@@ -19,7 +19,7 @@ import signal
 import time
 
 from . import budget, calls, pyjob, spawn, verdict
-from .confine import confine, first_to_go, prepare_seccomp
+from .confine import confine, first_to_go, prepare_seccomp, writable_only
 from .pychild import EXIT_HARNESS, MIB, REPORT_LIMIT, default_signals, place_fds, set_limits
 
 _type = type
@@ -53,8 +53,9 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None) -> N
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         try:
             first_to_go()
+            writable_only([os.getcwd(), "/dev"])  # so that it cannot write its oom_score_adj back down
         except OSError as exc:  # loud: a test the OOM killer would spare could kill the executor
-            os.write(2, f"grpo-code harness: could not set oom_score_adj: {exc}\n".encode())
+            os.write(2, f"grpo-code harness: could not confine the test's memory: {exc}\n".encode())
             raise
         mem = int(launch.memory_mb) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))

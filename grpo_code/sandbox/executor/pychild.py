@@ -36,7 +36,7 @@ import traceback
 import types
 
 from . import codec, protocol
-from .confine import _SECCOMP, PR_SET_DUMPABLE, confine, first_to_go, prctl
+from .confine import _SECCOMP, PR_SET_DUMPABLE, confine, first_to_go, prctl, writable_only
 
 REPORT_FD = 3
 CHANNEL_FD = 4
@@ -126,6 +126,7 @@ def program_main(fds: list[int]) -> None:
         # there is nothing here it should not see.
         prctl(PR_SET_DUMPABLE, 1)
         first_to_go()
+        writable_only(_writable(request["cwd"]))  # ... and it stays so: /proc/self is not writable
         mem = int(limits["memory_mb"]) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         if _SECCOMP and _SECCOMP[0] is not None and not confine():
@@ -137,6 +138,16 @@ def program_main(fds: list[int]) -> None:
     except BaseException:
         pass
     _exit(code)
+
+
+def _writable(cwd: str) -> list[str]:
+    """Where a test may open files for writing: its work directory, ``/dev`` (``/dev/null``,
+    ``/dev/shm``, ``/dev/mqueue``) and ``$TMPDIR`` (the work directory in a container)."""
+    paths = [cwd, "/dev"]
+    tmp = os.environ.get("TMPDIR")
+    if tmp and os.path.isdir(tmp):
+        paths.append(tmp)
+    return paths
 
 
 def _report(payload: dict) -> None:
