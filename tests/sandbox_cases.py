@@ -283,6 +283,18 @@ SECRET_HACKS: dict[str, tuple[Job, set[Verdict]]] = {
                "cases = [(1, 2), (2, 4), (3, 7)]\nassert all(map(lambda c: double(c[0]) == c[1], cases))"),
         {Verdict.RUNTIME_ERROR},
     ),
+    "script test: a plain Exception for the TypeError the test expects": (
+        # the judge's class for it had no consistent method order: the TypeError that raised
+        # inside the test passed its `except TypeError`
+        script("def to_int(s):\n    raise Exception('anything')\n",
+               "try:\n    to_int(None)\nexcept TypeError:\n    pass\nelse:\n    raise AssertionError('no TypeError')"),
+        {Verdict.RUNTIME_ERROR},
+    ),
+    "script test: a program's own Exception subclass for the TypeError the test expects": (
+        script("class Invalid(Exception):\n    pass\ndef to_int(s):\n    raise Invalid('anything')\n",
+               "try:\n    to_int(None)\nexcept TypeError:\n    pass\nelse:\n    raise AssertionError('no TypeError')"),
+        {Verdict.RUNTIME_ERROR},
+    ),
     "the harness's exit code is the program's": (
         script("import os\nos._exit(87)\n", "assert True"),
         {Verdict.RUNTIME_ERROR},
@@ -325,6 +337,28 @@ def check_secret_hack(sandbox, name: str, job: Job) -> None:
     # The program's output and returned value (the message quotes the expected one).
     assert SECRET not in result.tests[0].stdout, result.tests[0]
     assert f"returned {SECRET!r}" not in result.tests[0].message.replace('"', "'"), result.tests[0]
+
+
+CAUGHT = Job(
+    "class Invalid(ValueError):\n    pass\n"
+    "def parse(s):\n    if s == 'plain':\n        raise Exception('plain')\n"
+    "    if s == 'type':\n        raise TypeError('type')\n    raise Invalid('bad ' + s)\n",
+    (
+        ScriptTest("try:\n    parse('x')\nexcept ValueError as e:\n    assert str(e) == 'bad x'\n"
+                   "else:\n    raise AssertionError('no ValueError')"),
+        ScriptTest("try:\n    parse('plain')\nexcept Exception as e:\n    assert str(e) == 'plain'\n"
+                   "else:\n    raise AssertionError('no Exception')"),
+        ScriptTest("try:\n    parse('type')\nexcept TypeError:\n    pass\nelse:\n    raise AssertionError('no TypeError')"),
+    ),
+    limits=FAST,
+)
+
+
+def check_caught_exceptions(sandbox) -> None:
+    """A test catches the program's exceptions as in one process: a program's subclass of
+    a builtin by that builtin, a plain ``Exception`` by ``except Exception``."""
+    [result] = sandbox.run([CAUGHT])
+    assert result.status is Status.PASS, [t.why for t in result.tests]
 
 
 def check_module_semantics(sandbox) -> None:

@@ -352,6 +352,10 @@ def test_module_semantics_of_function_tests(sandbox):
     cases.check_module_semantics(sandbox)
 
 
+def test_a_test_catches_the_programs_exceptions_as_in_one_process(sandbox):
+    cases.check_caught_exceptions(sandbox)
+
+
 def test_no_job_reaches_the_next_one_through_the_zygote_or_ipc(ready):
     stop_zygote = cases.script(
         "import os, signal, ctypes\n"

@@ -171,3 +171,7 @@ def test_no_secret_is_reachable_from_the_program(sandbox, name):
 def test_module_semantics_of_function_tests(sandbox):
     cases.check_module_semantics(sandbox)
 
+
+def test_a_test_catches_the_programs_exceptions_as_in_one_process(sandbox):
+    cases.check_caught_exceptions(sandbox)
+

@@ -58,6 +58,7 @@ class ProgramException(Exception):
 
     program_traceback = ""
     program_type = ""
+    program_base = "Exception"
 
 
 _RAISED_TYPES: dict = {}
@@ -77,20 +78,30 @@ def _program_exception(info) -> BaseException:
         # Raised into map(), all() or a for loop of the test it would end the iteration
         # quietly (a test that checks nothing passes): a RuntimeError, as PEP 479 does.
         base, message = RuntimeError, f"the program raised {name}: {message}"
-    cls = _RAISED_TYPES.get(base)
-    if cls is None:
-        try:
-            cls = type(base.__name__, (base, ProgramException), {"__module__": "builtins"})
-        except TypeError:
-            cls = type("Exception", (Exception, ProgramException), {"__module__": "builtins"})
-        _RAISED_TYPES[base] = cls
     try:
-        exc = cls(message)
+        exc = _raised_class(base)(message)
     except BaseException:
-        exc = _RAISED_TYPES.setdefault(Exception, type("Exception", (Exception, ProgramException), {}))(message)
+        exc = _raised_class(Exception)(message)
     exc.program_traceback = str(info.get("tb") or "")[-2000:]
     exc.program_type = str(info.get("name") or name)[:200]
     return exc
+
+
+def _raised_class(base: type) -> type:
+    """The judge's class for a program's exception of builtin type ``base``: ``base`` and
+    :class:`ProgramException` both, so the test's ``except base`` catches it and the judge
+    knows it came from the program. For ``Exception`` itself the class is
+    ``ProgramException`` alone (``(Exception, ProgramException)`` has no consistent method
+    order: the ``TypeError`` that raised inside the test passed ``except TypeError``)."""
+    cls = _RAISED_TYPES.get(base)
+    if cls is None:
+        bases = (ProgramException,) if base is Exception else (base, ProgramException)
+        try:
+            cls = type(base.__name__, bases, {"__module__": "builtins", "program_base": base.__name__})
+        except TypeError:  # a builtin whose layout takes no second base
+            cls = _raised_class(Exception)
+        _RAISED_TYPES[base] = cls
+    return cls
 
 
 class Link:
@@ -481,7 +492,7 @@ def judge(test_code, link: Link, entry_point=None, helpers=None, compiled=None) 
     except ProtocolViolation as exc:
         return {"event": "protocol", "message": str(exc)}
     except ProgramException as exc:
-        raised = _type(exc).__mro__[1].__name__
+        raised = getattr(_type(exc), "program_base", "Exception")
         message = exc.program_traceback or f"{exc.program_type}: {exc}"
         return {"event": "raised", "type": raised, "message": message + "\n(raised by the program, called from)\n"
                 + _test_tail(exc, 800)}

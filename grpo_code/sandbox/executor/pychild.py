@@ -353,13 +353,23 @@ def _manifest(namespace: dict, handles: codec.HandleTable) -> dict:
 
 def _exception(exc: BaseException) -> dict:
     t = _type(exc)
-    builtin = getattr(t, "__module__", "") == "builtins"
     try:
         message = str(exc)[:2000]
     except BaseException:
         message = "(the exception could not be shown)"
-    return {"raise": {"type": t.__name__ if builtin else "Exception", "name": str(t.__qualname__)[:200],
-                      "message": message, "tb": tail()}}
+    return {"raise": {"type": _builtin_base(t), "name": str(t.__qualname__)[:200], "message": message, "tb": tail()}}
+
+
+def _builtin_base(t: type) -> str:
+    """The nearest builtin exception class of ``t`` (a program's ``class Invalid(ValueError)``
+    is a ``ValueError`` to the test's ``except``), ``Exception`` when none can be told."""
+    try:
+        for k in t.__mro__:
+            if getattr(k, "__module__", "") == "builtins" and issubclass(k, BaseException):
+                return str(k.__name__)
+    except BaseException:
+        pass
+    return "Exception"
 
 
 def _serve(namespace: dict, channel: int = CHANNEL_FD) -> int:
