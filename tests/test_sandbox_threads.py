@@ -1,5 +1,6 @@
-"""Threaded programs get the verdict ``python3`` would give them: a non-daemon thread that
-outlives the module body is waited for (``threading.Thread(target=main).start()`` with no
+"""Programs get the verdict ``python3`` would give them at exit: output written on the way
+out counts (``atexit`` callbacks, ``__del__``, a buffered file never flushed), a non-daemon
+thread that outlives the module body is waited for (``threading.Thread(target=main).start()`` with no
 ``join()``), and the time a thread waits for a CPU is not charged, on a loaded machine as
 on an idle one (the main thread waiting in ``join()`` does not wait for a CPU; the thread
 doing the work does). Docker: the load is CPU-bound containers beside the sandbox's."""
@@ -33,6 +34,18 @@ THREADED = {
                                  "print(pool.submit(lambda: sum(map(int, input().split()))).result())\n",
 }
 
+EXIT_IDIOMS = {
+    # a fast-output template: the answer is written by an atexit callback
+    "atexit writes the buffer": "import atexit, io, sys\nbuf = io.StringIO()\nsys.stdout = buf\n"
+                                "atexit.register(lambda: sys.__stdout__.write(buf.getvalue()))\n" + SUM,
+    "a buffered file on fd 1 never flushed": "import os\nout = open(1, 'w', closefd=False, buffering=1 << 20)\n"
+                                             "a, b = map(int, input().split())\nout.write(f'{a + b}\\n')\n",
+    "a new sys.stdout never flushed": "import sys\nsys.stdout = open(sys.stdout.fileno(), 'w', buffering=1 << 16, "
+                                      "closefd=False)\n" + SUM,
+}
+DEL_AT_EXIT = "class Bye:\n    def __del__(self):\n        print('bye')\nbye = Bye()\n" + SUM
+
+
 # About 1 s of CPU in a worker thread while the main thread waits in join(); under a 2 s
 # limit it passes on an idle machine, and must on a loaded one.
 WORKER = """import threading, time
@@ -62,6 +75,17 @@ def run(sandbox: Sandbox, program: str, timeout_s: float = 2.0):
 def test_a_thread_that_outlives_the_module_body_is_waited_for(sandbox: Sandbox, name: str) -> None:
     result = run(sandbox, THREADED[name])
     assert result.status is Status.PASS, result.tests[0].why
+
+
+@pytest.mark.parametrize("name", sorted(EXIT_IDIOMS))
+def test_output_written_on_the_way_out_counts(sandbox: Sandbox, name: str) -> None:
+    result = run(sandbox, EXIT_IDIOMS[name])
+    assert result.status is Status.PASS, (result.tests[0].why, result.tests[0].stdout)
+
+
+def test_a_del_that_prints_at_exit_prints(sandbox: Sandbox) -> None:
+    result = sandbox.submit(Job(DEL_AT_EXIT, (IoTest(stdin="1 2\n", stdout="3\nbye\n"),))).result()
+    assert result.status is Status.PASS, (result.tests[0].why, result.tests[0].stdout)
 
 
 def test_a_thread_that_never_ends_is_a_timeout(sandbox: Sandbox) -> None:

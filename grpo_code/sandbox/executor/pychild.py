@@ -157,7 +157,7 @@ def _report(payload: dict) -> None:
 
 
 def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
         except BaseException:
@@ -204,7 +204,7 @@ def _run(request: dict) -> int:
     try:
         _exec(program, module.__dict__)
         if kind == "io":
-            _wait_for_threads()
+            _exit_as_python_does(module.__dict__)
             return done({"event": "completed"})
         if kind == "script":
             _flush()
@@ -216,13 +216,39 @@ def _run(request: dict) -> int:
     except SystemExit as exc:
         status = exc.code
         if kind == "io" and (status is None or status == 0):
-            _wait_for_threads()
+            _exit_as_python_does(module.__dict__)
             return done({"event": "completed"})
         return done({"event": "system_exit", "message": f"SystemExit({status!r}) raised before the test completed"}, 1)
     except MemoryError:
         return done({"event": "memory"}, EXIT_MEMORY)
     except BaseException:
         return done({"event": "runtime_error", "message": tail()}, 1)
+
+
+def _exit_as_python_does(namespace: dict) -> None:
+    """What ``python3`` does when an ``io`` program ends (``Py_FinalizeEx``), before the
+    test is reported complete, so output written on the way out counts: wait for the
+    threads, run the ``atexit`` callbacks (a fast-output template that writes its buffer
+    there), flush the standard streams (also ``sys.__stdout__``, where such a callback may
+    write), then drop the program's globals (a ``__del__`` that prints, a buffered file on
+    fd 1 that was never flushed) and collect what is left. All of it is the program's
+    code, within the test's limits; an exception in it is shown, as Python shows one."""
+    _wait_for_threads()
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    _flush()
+    try:
+        namespace.clear()
+        import gc
+
+        gc.collect()
+    except BaseException:
+        pass
+    _flush()
 
 
 def _wait_for_threads() -> None:
