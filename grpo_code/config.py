@@ -145,6 +145,10 @@ class SandboxConfig:
     max_job_output_kb: int = field(default=1024, metadata=bounds(1))
     """Output and messages kept for all the tests of one job together, counted as they are sent
     (UTF-8 JSON); past it tests keep a marker. Only what is kept is cut: verdicts never change."""
+    record_output_kb: int = field(default=65536, metadata=bounds(1))
+    """stdout a ``record`` job keeps of each test (a reference's answer, from which expected
+    outputs come; more is ``output_limit``). ``sandbox serve --max-output-kb`` lowers it for
+    ``/run_code``, whose untrusted programs run as record jobs."""
     container_max_jobs: int = field(default=2000, metadata=bounds(1))
     """A container is replaced after this many jobs (bounds any slow leak inside it)."""
     pids_limit: int = field(default=128, metadata=bounds(8))

@@ -85,8 +85,9 @@ def test_every_sandbox_setting_is_classified() -> None:
     # A new SandboxConfig field fails here until someone decides whether it can change a verdict.
     # url/token_file: where the http backend's server is; its fingerprint is the server's own.
     # max_job_output_kb: cuts the output a result keeps, after its verdicts (executor/kept.py).
+    # record_output_kb: only record jobs' verdicts, and it is in their wire limits (wire.py).
     speed_or_keyed_elsewhere = {"backend", "workers", "image", "container_max_jobs", "ray", "url", "token_file",
-                                "max_job_output_kb"}
+                                "max_job_output_kb", "record_output_kb"}
     assert {f.name for f in dataclasses.fields(SandboxConfig)} == set(LIMIT_FIELDS) | speed_or_keyed_elsewhere
     assert set(LIMIT_FIELDS) == set(LIMITS)
 

@@ -304,3 +304,17 @@ def test_malformed_json_of_any_shape_is_a_4xx_and_the_service_keeps_serving(sand
         response = c.post(path, content=data)
         assert response.status_code == 200 or 400 <= response.status_code < 500, (path, body, response.text)
     assert run(c, code="print(1)")["status"] == "Success"
+
+
+def test_what_a_run_code_program_prints_is_bounded() -> None:
+    # /run_code runs the program as a record job: its stdout is the answer, kept whole up to
+    # record_output_kb (sandbox serve --max-output-kb), past it a Failed run. 64 MiB of
+    # invalid UTF-8 once made a 396 MB result.
+    with Sandbox(SandboxConfig(backend="local", workers=1, record_output_kb=64)) as sb:
+        c = client(sb)
+        ok = run(c, code="print('x' * 60000)")
+        assert ok["status"] == "Success" and len(ok["run_result"]["stdout"]) == 60001
+        flood = c.post("/run_code", json={"code": "import os\nfor _ in range(64):\n    os.write(1, b'\\xff' * (1 << 20))\n"})
+        assert flood.status_code == 200 and len(flood.content) < 400_000, len(flood.content)
+        out = flood.json()
+        assert out["status"] == "Failed" and out["run_result"]["return_code"] == 1, out["run_result"]

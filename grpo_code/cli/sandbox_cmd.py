@@ -7,6 +7,7 @@ Thin commands over :mod:`grpo_code.sandbox`; everything heavy is imported inside
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -138,6 +139,10 @@ def serve(
     queue: Annotated[int, typer.Option("--queue", min=1, help="Jobs accepted and not finished, at most (429 past it).")
                      ] = 256,
     max_body_mb: Annotated[int, typer.Option("--max-body-mb", min=1, help="Largest request body (413 past it).")] = 16,
+    max_output_kb: Annotated[int, typer.Option(
+        "--max-output-kb", min=1,
+        help="stdout a /run_code program (and a record job) may print, at most; more is a Failed run "
+             "(keeps each answer, and the server's memory, bounded).")] = 1024,
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
 ) -> None:
@@ -146,7 +151,10 @@ def serve(
     from grpo_code.serve import serve as run_server
 
     token = read_token(host, token_file)
-    run_server(_sandbox_config(config, overrides, backend, workers), host, port, token, queue, max_body_mb)
+    cfg = _sandbox_config(config, overrides, backend, workers)
+    # /run_code runs untrusted programs as record jobs: what they print must not fill the server
+    cfg = dataclasses.replace(cfg, record_output_kb=min(cfg.record_output_kb, max_output_kb))
+    run_server(cfg, host, port, token, queue, max_body_mb)
 
 
 @command(app, "doctor")

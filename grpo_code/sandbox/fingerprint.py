@@ -23,7 +23,8 @@ LIMIT_FIELDS = ("timeout_s", "memory_mb", "max_output_kb", "file_size_mb", "comp
 first ones, but its defaults still come from here). ``workers``, ``container_max_jobs``
 and the backend only change how fast verdicts come; the image is keyed by its identity.
 ``max_job_output_kb`` only cuts the output a result keeps, after its verdicts are decided
-(executor/kept.py), so it is not here."""
+(executor/kept.py), so it is not here; ``record_output_kb`` changes only record jobs'
+verdicts, and their wire limits (hence any key hashed from them) carry it."""
 
 
 def _digest(payload: dict) -> str:

@@ -68,6 +68,7 @@ def wire_job(
     compile_timeout_s: float = 10.0,
     compile_memory_mb: int = 1024,
     max_job_output_bytes: int = DEFAULT_JOB_BYTES,
+    record_output_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The job as the executor receives it: limits resolved against the config."""
     out = Wire(job.to_dict())
@@ -79,6 +80,8 @@ def wire_job(
         "file_size_mb": file_size_mb,
         "max_job_output_bytes": max_job_output_bytes,
     }
+    if job.record and record_output_bytes is not None:  # only a record job keeps a whole stdout
+        out["limits"]["record_output_bytes"] = record_output_bytes
     if job.language in COMPILED:
         out["limits"]["compile_timeout_s"] = compile_timeout_s
         out["limits"]["compile_memory_mb"] = compile_memory_mb
@@ -88,7 +91,8 @@ def wire_job(
 def wire_for(job: Job, config: Any) -> dict[str, Any]:
     """``wire_job`` with the limits of a ``SandboxConfig``: what a sandbox sends and a cache key hashes."""
     return wire_job(job, config.timeout_s, config.memory_mb, config.max_output_kb * 1024, config.file_size_mb,
-                    config.compile_timeout_s, config.compile_memory_mb, config.max_job_output_kb * 1024)
+                    config.compile_timeout_s, config.compile_memory_mb, config.max_job_output_kb * 1024,
+                    config.record_output_kb * 1024)
 
 
 UNDECIDED = "undecided"

@@ -27,6 +27,7 @@ import traceback
 
 from . import calls, kept, native, pyjob, spawn, verdict
 from .confine import PR_SET_DUMPABLE, landlock_abi, prctl
+from .pychild import RECORD_OUTPUT_LIMIT
 from .runners import RUNNERS
 from .zygote import Zygote
 
@@ -154,7 +155,8 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
     kept.start(job["limits"])
     if job.get("record"):
         # Record the reference's answers (the host fills in expected values from them).
-        job = {**job, "tests": [{**t, "_record": True} for t in job["tests"]]}
+        cap = int(job["limits"].get("record_output_bytes", RECORD_OUTPUT_LIMIT))
+        job = {**job, "tests": [{**t, "_record": True, "_record_cap": cap} for t in job["tests"]]}
     os.chdir(workdir)
     tests = []
     try:

@@ -44,7 +44,8 @@ MIB = 1024 * 1024
 REPORT_LIMIT = 64 * MIB
 """The most a test's report (a returned value, encoded) may take; more is ``output_limit``."""
 RECORD_OUTPUT_LIMIT = 64 * MIB
-"""The output kept of an ``io`` test in a ``record`` job (a reference's answer)."""
+"""The most output kept of an ``io`` test in a ``record`` job (a reference's answer); a job's
+``limits.record_output_bytes`` may lower it (``sandbox.record_output_kb``)."""
 EXIT_MEMORY = 86
 EXIT_HARNESS = 87
 MODULE_NAME = "solution"

@@ -125,7 +125,7 @@ def output_cap(test: dict, out_limit: int) -> int:
     if test["kind"] != "io":
         return out_limit
     if test.get("_record"):
-        return RECORD_OUTPUT_LIMIT
+        return min(int(test.get("_record_cap", RECORD_OUTPUT_LIMIT)), RECORD_OUTPUT_LIMIT)
     return max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096)
 
 
