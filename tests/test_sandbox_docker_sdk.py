@@ -64,7 +64,10 @@ def test_every_isolation_setting_reaches_the_engine(channel_dir):
                              "fs.mqueue.msg_max": "10", "fs.mqueue.msgsize_max": "8192"}
     assert hc["AutoRemove"] is True  # --rm
     assert not hc.get("Privileged")
-    assert body["User"] == f"{db.SANDBOX_UID}:{db.SANDBOX_UID}"  # --user (not root)
+    # --user: not root, a uid of the container's own (limits the kernel counts per uid)
+    assert body["User"] == f"{db.sandbox_uid('grpo-code-sbx-1-x-1')}:{db.SANDBOX_UID}"
+    assert db.sandbox_uid("grpo-code-sbx-1-x-1") >= db.UID_BASE
+    assert db.sandbox_uid("grpo-code-sbx-1-x-1") != db.sandbox_uid("grpo-code-sbx-1-x-2")
     assert body["WorkingDir"] == "/tmp"
     assert body["Env"] == ["HOME=/tmp", "TMPDIR=/tmp", "PYTHONDONTWRITEBYTECODE=1"]
     assert body["Labels"] == {db.LABEL: "1", db.OWNER_LABEL: db.owner_tag()}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import itertools
 import os
 import secrets
@@ -56,6 +57,17 @@ __all__ = [  # the engine's and the images' names that callers reach through thi
 LABEL = "grpo-code.sandbox"
 OWNER_LABEL = "grpo-code.owner"
 SANDBOX_UID = 10001
+"""The sandbox's group, and the user the images name (``/etc/passwd``)."""
+UID_BASE = 100_000
+"""Each container runs as a uid of its own, ``UID_BASE`` plus 24 bits of its name's hash:
+the kernel counts some limits per uid across the whole machine (pipe buffer pages, file
+descriptors in flight over sockets, POSIX message queue bytes, inotify instances), and with
+one uid for every container a program in one could use up what another's tests get."""
+
+
+def sandbox_uid(name: str) -> int:
+    """The uid the container named ``name`` runs as (see :data:`UID_BASE`)."""
+    return UID_BASE + int.from_bytes(hashlib.sha256(name.encode()).digest()[:3], "big")
 EXECUTOR_PATH = "/opt/grpo-code/executor/__main__.py"
 CHANNEL_PREFIX = "grpo-code-sbx-"
 CHANNEL_MOUNT = "/run/grpo-code"
@@ -204,7 +216,7 @@ def container_spec(
         ],
         "name": name,  # --name
         "labels": {LABEL: "1", OWNER_LABEL: owner_tag()},  # --label
-        "user": f"{SANDBOX_UID}:{SANDBOX_UID}",  # --user
+        "user": f"{sandbox_uid(name)}:{SANDBOX_UID}",  # --user: a uid of its own, the sandbox group
         "working_dir": "/tmp",  # --workdir
         "environment": ["HOME=/tmp", "TMPDIR=/tmp", "PYTHONDONTWRITEBYTECODE=1"],  # -e
         # -i (attached stdin, closed when the host's end closes) or -d
@@ -321,7 +333,7 @@ class DockerFactory:
                     candidate, _ = listener.accept()
                 except TimeoutError:
                     continue
-                if _peer_is_container(candidate, container_id):
+                if _peer_is_container(candidate, container_id, sandbox_uid(name)):
                     conn = candidate
                 else:
                     candidate.close()
@@ -423,7 +435,7 @@ def _attach_worker(name: str, container_id: str, attached: Any) -> Worker:
     return worker
 
 
-def _peer_is_container(conn: socket.socket, container_id: str) -> bool:
+def _peer_is_container(conn: socket.socket, container_id: str, uid_expected: int) -> bool:
     """True when the process at the other end of ``conn`` runs inside ``container_id``."""
     try:
         pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
@@ -434,7 +446,7 @@ def _peer_is_container(conn: socket.socket, container_id: str) -> bool:
             return container_id in f.read()
     except OSError:
         # The engine's processes are not visible from here (another pid namespace).
-        return pid == 0 and uid == SANDBOX_UID
+        return pid == 0 and uid == uid_expected
 
 
 def _remove_container(
