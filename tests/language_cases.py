@@ -91,6 +91,11 @@ HACKS: dict[str, tuple[Job, set[Verdict]]] = {
         Job("async function add(a, b) { return a + b; }\n", (CallTest("add", (1, 2), 3),), "javascript", JS_LIMITS),
         {Verdict.FAIL},
     ),
+    "js: undefined for the null a test expects": (
+        # `f() === null` fails in JavaScript when f returns nothing (HumanEval-X's empty stubs)
+        Job("function longest(strings) { }\n", (CallTest("longest", ([],), None),), "javascript", JS_LIMITS),
+        {Verdict.FAIL},
+    ),
     "js: an object with toJSON instead of a value": (
         Job("function add(a, b) { return {toJSON() { return 3; }, valueOf() { return 3; }}; }\n",
             (CallTest("add", (1, 2), 3),), "javascript", JS_LIMITS),

@@ -25,6 +25,7 @@ optional<string> first(vector<string> v) { if (v.empty()) return nullopt; return
 char initial(string s) { return s[0]; }
 void bump(int &x) { x++; }
 string raw() { return string("a\xff\"\n"); }
+map<string, int> bytes_keys() { return {{string("\xff"), 1}}; }
 pair<int, vector<pair<string, bool>>> nested(set<int> s) { return {(int)s.size(), {{"x", true}}}; }
 unsigned long long big() { return 18446744073709551615ull; }
 int main() { return 3; }
@@ -43,7 +44,11 @@ CASES = [
     ("first", [["q", "r"]], "q", "pass"),
     ("initial", ["zy"], "z", "pass"),
     ("bump", [1], None, "pass"),
-    ("raw", [], "a\u00ff\"\n", "pass"),  # a byte that is not UTF-8 reads as its code point
+    # a string that is not UTF-8 is its bytes: it equals those bytes, never the text of
+    # the code points its bytes would read as
+    ("raw", [], {"$b": "61ff220a"}, "pass"),
+    ("raw", [], "a\u00ff\"\n", "fail"),
+    ("bytes_keys", [], {"$d": [[{"$b": "ff"}, 1]]}, "pass"),
     ("nested", [{"$s": [3, 1]}], [2, [["x", True]]], "pass"),
     ("big", [], 18446744073709551615, "pass"),
     ("hist", ["abca"], {"a": 3}, "fail"),

@@ -33,7 +33,7 @@ JS_FORMS = """const t = () => {
   // a comment
   console.assert(JSON.stringify(f('a\\'b', 1e3)) === JSON.stringify(['x', -2.5]));
   console.assert(Math.abs(f(3.5) - 2.0 / 4) < 1e-6);
-  console.assert(f(true, undefined) == null);
+  console.assert(f(true, null) === null);
 }
 t()
 """
@@ -125,8 +125,11 @@ TABLE = [
     ("javascript", "console.assert(f(1) === 2)\nconsole.log('done')\n", "f", "", None),
     ("javascript", "console.assert(f(1))\n", "f", "", None),
     ("javascript", "console.assert(f(3, 4, 5) == 6.00)\n", "f", "", None),  # "6.00" == 6 in JavaScript
-    ("javascript", "console.assert(f(1) == 'a')\nconsole.assert(f(2) == null)\n", "f", "",
+    ("javascript", "console.assert(f(1) == 'a')\nconsole.assert(f(2) === null)\n", "f", "",
      [{"fn": "f", "args": [1], "expected": "a"}, {"fn": "f", "args": [2], "expected": None}]),
+    # a returned undefined is == null in JavaScript, and undefined is no expected value
+    ("javascript", "console.assert(f(2) == null)\n", "f", "", None),
+    ("javascript", "console.assert(f(2) === undefined)\n", "f", "", None),
     ("javascript", "const t = () => {\n console.assert(f(1) === 2)\n}\n", "f", "", None),  # never called
     ("javascript", "for (let i = 0; i < 3; i++) console.assert(f(i) === i)\n", "f", "", None),
     ("javascript", "console.assert(f(`a${x}`) === 1)\n", "f", "", None),

@@ -200,15 +200,33 @@ inline const std::vector<node> &sequence(const node &n) {
 
 // ------------------------------------------------------------------ writing JSON
 
-inline void put_string(std::string &out, const char *s, unsigned long n) {
+inline unsigned long utf8_length(const char *s, unsigned long i, unsigned long n) {
+  // the length of the UTF-8 sequence at s[i], 0 where none starts there
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  unsigned long len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (len == 0 || i + len > n) return 0;
+  for (unsigned long k = 1; k < len; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return 0;
+  return len;
+}
+
+inline bool is_text(const char *s, unsigned long n) {
+  for (unsigned long i = 0; i < n;) {
+    unsigned long len = utf8_length(s, i, n);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// A message: JSON text, a byte that is not UTF-8 shown as the code point of its value.
+inline void put_text(std::string &out, const char *s, unsigned long n) {
   static const char hex[] = "0123456789abcdef";
   out += '"';
   for (unsigned long i = 0; i < n;) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    unsigned long len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool valid = len > 0 && i + len <= n;
-    for (unsigned long k = 1; valid && k < len; ++k) valid = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
-    if (!valid) {  // a byte that is not UTF-8 reads as the code point of its value
+    unsigned long len = utf8_length(s, i, n);
+    if (len == 0) {
       out += "\\u00";
       out += hex[c >> 4];
       out += hex[c & 15];
@@ -228,6 +246,23 @@ inline void put_string(std::string &out, const char *s, unsigned long n) {
     }
   }
   out += '"';
+}
+
+// A returned string: text when it is UTF-8, else its bytes as they are ({"$b": hex}), which
+// equal only the same bytes (read as code points, 0xE9 would pass for the text "\u00e9").
+inline void put_string(std::string &out, const char *s, unsigned long n) {
+  static const char hex[] = "0123456789abcdef";
+  if (is_text(s, n)) {
+    put_text(out, s, n);
+    return;
+  }
+  out += "{\"$b\":\"";
+  for (unsigned long k = 0; k < n; ++k) {
+    unsigned char c = static_cast<unsigned char>(s[k]);
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  out += "\"}";
 }
 
 template <class F> void put_float(std::string &out, F v) {
@@ -371,13 +406,22 @@ template <class M> struct map_codec {
     }
     return out;
   }
+  static bool key_is_text(const key &k) {
+    if constexpr (std::is_same_v<key, std::string>) return is_text(k.data(), k.size());
+    else if constexpr (std::is_same_v<key, char>) return static_cast<unsigned char>(k) < 0x80;
+    else return false;
+  }
   static void encode(const M &v, std::string &out) {
-    out += text_keys ? "{" : "{\"$d\":[";
+    // an object where every key is text; pairs ({"$d": ...}) otherwise (a key that is not
+    // UTF-8 is bytes, which no JSON key can be)
+    bool object = text_keys;
+    for (const auto &kv : v) object = object && key_is_text(kv.first);
+    out += object ? "{" : "{\"$d\":[";
     bool first = true;
     for (const auto &kv : v) {
       if (!first) out += ',';
       first = false;
-      if constexpr (text_keys) {
+      if (object) {
         codec<key>::encode(kv.first, out);
         out += ':';
       } else {
@@ -386,9 +430,9 @@ template <class M> struct map_codec {
         out += ',';
       }
       codec<mapped>::encode(kv.second, out);
-      if constexpr (!text_keys) out += ']';
+      if (!object) out += ']';
     }
-    out += text_keys ? "}" : "]}";
+    out += object ? "}" : "]}";
   }
 };
 
@@ -457,7 +501,7 @@ inline void send(const char *event, const std::string &fields) {
 
 inline void fail(const std::string &message) {
   std::string fields = ",\"message\":";
-  put_string(fields, message.data(), message.size());
+  put_text(fields, message.data(), message.size());
   send("runtime_error", fields);
   ::_exit(1);
 }

@@ -280,6 +280,11 @@ function run() {
       return;
     }
     const value = apply(fn, undefined, job.args);
+    if (value === undefined) {
+      // Not null: a test that expects null (`=== null`) fails on it in JavaScript.
+      reportAndExit('not_plain', messageField('returned undefined (no return value)'));
+      return;
+    }
     let json;
     try {
       json = toJson(value, 0, { left: 100000 });
