@@ -38,7 +38,7 @@ import resource
 import sys
 import traceback
 
-from . import codec, protocol
+from . import codec, protocol, raised
 from .pychild import EXIT_HARNESS, MIB, default_signals
 
 _dumps = json.dumps
@@ -53,55 +53,7 @@ class ProtocolViolation(Exception):
     """The program's process sent something that is not a valid answer."""
 
 
-class ProgramException(Exception):
-    """Mixed into exceptions the program raised, so the judge can tell them from the test's own."""
-
-    program_traceback = ""
-    program_type = ""
-    program_base = "Exception"
-
-
-_RAISED_TYPES: dict = {}
 _MISSING = object()
-
-
-def _program_exception(info) -> BaseException:
-    if _type(info) is not dict:
-        raise ProtocolViolation("malformed exception")
-    name, message = info.get("type"), info.get("message")
-    if _type(name) is not str or _type(message) is not str:
-        raise ProtocolViolation("malformed exception")
-    base = getattr(builtins, name, None)
-    if not (isinstance(base, type) and issubclass(base, BaseException)):
-        base = Exception
-    if issubclass(base, (StopIteration, StopAsyncIteration)):
-        # Raised into map(), all() or a for loop of the test it would end the iteration
-        # quietly (a test that checks nothing passes): a RuntimeError, as PEP 479 does.
-        base, message = RuntimeError, f"the program raised {name}: {message}"
-    try:
-        exc = _raised_class(base)(message)
-    except BaseException:
-        exc = _raised_class(Exception)(message)
-    exc.program_traceback = str(info.get("tb") or "")[-2000:]
-    exc.program_type = str(info.get("name") or name)[:200]
-    return exc
-
-
-def _raised_class(base: type) -> type:
-    """The judge's class for a program's exception of builtin type ``base``: ``base`` and
-    :class:`ProgramException` both, so the test's ``except base`` catches it and the judge
-    knows it came from the program. For ``Exception`` itself the class is
-    ``ProgramException`` alone (``(Exception, ProgramException)`` has no consistent method
-    order: the ``TypeError`` that raised inside the test passed ``except TypeError``)."""
-    cls = _RAISED_TYPES.get(base)
-    if cls is None:
-        bases = (ProgramException,) if base is Exception else (base, ProgramException)
-        try:
-            cls = type(base.__name__, bases, {"__module__": "builtins", "program_base": base.__name__})
-        except TypeError:  # a builtin whose layout takes no second base
-            cls = _raised_class(Exception)
-        _RAISED_TYPES[base] = cls
-    return cls
 
 
 class Link:
@@ -129,7 +81,11 @@ class Link:
         if _type(reply) is not dict:
             raise ProtocolViolation("malformed answer")
         if "raise" in reply:
-            raise _program_exception(reply["raise"])
+            try:
+                exc = raised.program_exception(reply["raise"])
+            except ValueError:
+                raise ProtocolViolation("malformed exception") from None
+            raise exc
         if "ok" not in reply:
             raise ProtocolViolation("malformed answer")
         try:
@@ -491,10 +447,10 @@ def judge(test_code, link: Link, entry_point=None, helpers=None, compiled=None) 
         return {"event": "program_gone"}
     except ProtocolViolation as exc:
         return {"event": "protocol", "message": str(exc)}
-    except ProgramException as exc:
-        raised = getattr(_type(exc), "program_base", "Exception")
+    except raised.ProgramException as exc:
+        base = getattr(_type(exc), "program_base", "Exception")
         message = exc.program_traceback or f"{exc.program_type}: {exc}"
-        return {"event": "raised", "type": raised, "message": message + "\n(raised by the program, called from)\n"
+        return {"event": "raised", "type": base, "message": message + "\n(raised by the program, called from)\n"
                 + _test_tail(exc, 800)}
     except AssertionError as exc:
         return {"event": "assertion", "message": _test_tail(exc)}

@@ -35,7 +35,7 @@ import sys
 import traceback
 import types
 
-from . import codec, protocol
+from . import codec, ending, protocol
 from .confine import _SECCOMP, PR_SET_DUMPABLE, confine, first_to_go, prctl, writable_only
 
 REPORT_FD = 3
@@ -205,7 +205,7 @@ def _run(request: dict) -> int:
     try:
         _exec(program, module.__dict__)
         if kind == "io":
-            _exit_as_python_does(module.__dict__)
+            ending.exit_as_python_does(module.__dict__, _flush)
             return done({"event": "completed"})
         if kind == "script":
             _flush()
@@ -217,61 +217,13 @@ def _run(request: dict) -> int:
     except SystemExit as exc:
         status = exc.code
         if kind == "io" and (status is None or status == 0):
-            _exit_as_python_does(module.__dict__)
+            ending.exit_as_python_does(module.__dict__, _flush)
             return done({"event": "completed"})
         return done({"event": "system_exit", "message": f"SystemExit({status!r}) raised before the test completed"}, 1)
     except MemoryError:
         return done({"event": "memory"}, EXIT_MEMORY)
     except BaseException:
         return done({"event": "runtime_error", "message": tail()}, 1)
-
-
-def _exit_as_python_does(namespace: dict) -> None:
-    """What ``python3`` does when an ``io`` program ends (``Py_FinalizeEx``), before the
-    test is reported complete, so output written on the way out counts: wait for the
-    threads, run the ``atexit`` callbacks (a fast-output template that writes its buffer
-    there), flush the standard streams (also ``sys.__stdout__``, where such a callback may
-    write), then drop the program's globals (a ``__del__`` that prints, a buffered file on
-    fd 1 that was never flushed) and collect what is left. All of it is the program's
-    code, within the test's limits; an exception in it is shown, as Python shows one."""
-    _wait_for_threads()
-    try:
-        import atexit
-
-        atexit._run_exitfuncs()
-    except BaseException:
-        pass
-    _flush()
-    try:
-        namespace.clear()
-        import gc
-
-        gc.collect()
-    except BaseException:
-        pass
-    _flush()
-
-
-def _wait_for_threads() -> None:
-    """What the interpreter does at exit before a program's process ends: run the
-    ``threading`` exit hooks (a ``ThreadPoolExecutor`` left open lets its workers go) and
-    wait for every non-daemon thread. ``threading.Thread(target=main).start()`` with no
-    ``join()`` (a common idiom for a deeper stack) runs its ``main`` to the end under
-    ``python3``, and so here; the test's limits still bound it."""
-    threading = sys.modules.get("threading")
-    if threading is None:
-        return  # the program started no thread through it
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is not None:
-        shutdown()
-        return
-    me = threading.current_thread()
-    while True:
-        waiting = [t for t in threading.enumerate() if t is not me and not t.daemon]
-        if not waiting:
-            return
-        for thread in waiting:
-            thread.join()
 
 
 def _call(namespace: dict, request: dict) -> tuple[dict, int]:
