@@ -211,7 +211,8 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     from grpo_code.rewards.functions import build_reward_funcs, reward_verifier
     from grpo_code.rewards.judge import build_judge
     from grpo_code.sandbox import Sandbox
-    from grpo_code.tasks import load_suite, oracle, render
+    from grpo_code.tasks import load_suite, render
+    from grpo_code.verify import oracle
     from grpo_code.training.callbacks import MetricsLog, ProgressBar
     from grpo_code.training.filter import PromptFilter
     from grpo_code.training.packing import trim_padding_for
@@ -302,7 +303,7 @@ def multi_turn(cfg: RunConfig, style: str, verifier: Any, log: Callable[[str], N
     mt = cfg.train.multi_turn
     if mt.turns <= 1:
         return None
-    from grpo_code.tasks.feedback import DEFAULT_TEMPLATE, check_template
+    from grpo_code.verify.feedback import DEFAULT_TEMPLATE, check_template
     from grpo_code.training.multiturn import MultiTurnRollout
 
     if style != "chat":

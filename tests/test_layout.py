@@ -99,6 +99,32 @@ def test_no_import_cycles_inside_the_package() -> None:
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
+def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between the package's top-level parts (``grpo_code.tasks``,
+    ``grpo_code.verify``, a module such as ``grpo_code.train``): a part imports another when
+    any of its modules imports any of the other's."""
+    def part(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    out: dict[str, set[str]] = {part(name): set() for name in edges}
+    for name, deps in edges.items():
+        out[part(name)] |= {part(d) for d in deps if part(d) != part(name) and part(d) != "grpo_code"}
+    return out
+
+
+def test_no_import_cycles_between_the_package_s_parts() -> None:
+    # Layers read in one direction (tasks -> verify -> rewards/evaluate -> train): a cycle
+    # between two parts (tasks <-> verify once) means neither can be read or tested alone.
+    found = cycles(packages(graph()))
+    assert not found, "import cycles between parts: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_part_graph_sees_a_cycle_through_submodules() -> None:
+    edges = {"grpo_code.a.x": {"grpo_code.b.y"}, "grpo_code.b.y": set(), "grpo_code.b.z": {"grpo_code.a"},
+             "grpo_code.a": set()}
+    assert cycles(packages(edges)) == [["grpo_code.a", "grpo_code.b"]]
+
+
 def test_rewards_and_eval_do_not_import_sandbox_backends() -> None:
     """They key stored verdicts on ``Sandbox.fingerprint``; which backend runs is the sandbox's business."""
     edges = graph()

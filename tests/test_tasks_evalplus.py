@@ -9,7 +9,7 @@ from conftest import BENCH, need_image
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox import Sandbox
-from grpo_code.tasks.check import check_suite
+from grpo_code.verify.check import check_suite
 from grpo_code.tasks.evalplus import evalplus, mbpp_inputs
 from grpo_code.tasks.suite import suite_from_records
 
@@ -87,7 +87,7 @@ def test_special_rules_judge_as_evalplus_does(docker_ready, tmp_cache):
         assert report.summary()["reference"]["passed"] == 4, report.summary()
         # evalplus accepts None where the reference finds no match: a stub passes those inputs
         assert report.summary()["empty"]["broken"] == ["Mbpp/737"]
-        from grpo_code.tasks import oracle
+        from grpo_code.verify import oracle
 
         resolved, broken = oracle.resolve(suite, sandbox)
         assert not broken

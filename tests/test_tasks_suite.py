@@ -301,7 +301,7 @@ def test_a_huge_integer_literal_names_its_line(tmp_path: Path) -> None:
 def test_oracle_tests_need_a_reference_and_fill_from_it(tmp_path: Path, tmp_cache: Path) -> None:
     from grpo_code.config import SandboxConfig
     from grpo_code.sandbox import Sandbox
-    from grpo_code.tasks import oracle
+    from grpo_code.verify import oracle
 
     record = {"id": "o/1", "prompt": "Write f(x) returning (x, {x}).", "entry_point": "f",
               "reference": "def f(x):\n    return (x, {x})\n",
@@ -330,7 +330,7 @@ def resolved_twice(tmp_path: Path, record: dict) -> Iterator[tuple[Task, Task, A
     """A one-task suite's oracle run fresh, then from its cache: both tasks and the (local) sandbox."""
     from grpo_code.config import SandboxConfig
     from grpo_code.sandbox import Sandbox
-    from grpo_code.tasks import oracle
+    from grpo_code.verify import oracle
 
     suite = load_suite(str(make_suite(tmp_path, [json.dumps(record)])))
     with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
@@ -363,7 +363,7 @@ def test_the_oracle_cache_keeps_under_its_cap_by_dropping_the_least_recently_use
     import time
 
     from grpo_code.errors import GrpoCodeError
-    from grpo_code.tasks import oracle
+    from grpo_code.verify import oracle
 
     assert oracle.cache_limit() == 2048 << 20
     for bad in ("lots", "-1", "1.5"):

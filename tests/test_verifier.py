@@ -19,7 +19,7 @@ from grpo_code.rewards import build_reward_funcs, reward_verifier
 from grpo_code.sandbox import Sandbox
 from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks import load_suite
-from grpo_code.tasks.check import check_suite
+from grpo_code.verify.check import check_suite
 from grpo_code.verify.turns import Conversation, TurnLoop
 from grpo_code.verify.verifier import CheckFailed, Verifier
 
@@ -203,7 +203,7 @@ def test_a_turn_cut_inside_its_program_is_told_so_and_not_run(tmp_path: Path) ->
 
 def test_a_reference_oracle_the_sandbox_failed_is_an_error_not_a_dropped_task(tmp_path: Path) -> None:
     from grpo_code.errors import SandboxError
-    from grpo_code.tasks import oracle
+    from grpo_code.verify import oracle
 
     folder = tmp_path / "oracle"
     folder.mkdir()

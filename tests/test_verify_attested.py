@@ -110,7 +110,7 @@ def test_the_store_keeps_the_raw_result_and_eval_never_trusts():
 
 
 def test_tasks_check_counts_unattested_tests_and_tasks():
-    from grpo_code.tasks.check import CheckReport, TaskCheck
+    from grpo_code.verify.check import CheckReport, TaskCheck
 
     checks = [TaskCheck("a", "reference", [_result((P, False), (P, False))]),
               TaskCheck("b", "reference", [_result((P, True))]),
@@ -134,7 +134,7 @@ def test_script_tasks_are_known_before_anything_runs():
 def test_a_solutions_file_is_judged_as_eval_judges_it(tmp_path):
     import json
 
-    from grpo_code.tasks.check import check_suite
+    from grpo_code.verify.check import check_suite
     from grpo_code.tasks.suite import suite_from_records
 
     record = {"id": "js/1", "prompt": "write f", "language": "javascript", "entry_point": "f",

@@ -203,7 +203,7 @@ def check(
 
     from grpo_code.sandbox import Sandbox, resolve_backend
     from grpo_code.tasks import load_suite
-    from grpo_code.tasks.check import check_suite
+    from grpo_code.verify.check import check_suite
 
     cfg = _config(config, overrides)
     sb_cfg = replace(cfg.sandbox, **{k: v for k, v in (("backend", backend), ("workers", workers)) if v is not None})

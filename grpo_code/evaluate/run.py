@@ -26,7 +26,7 @@ from grpo_code.evaluate.score import (
     usable_ks,
 )
 from grpo_code.evaluate.summary import EvalSummary, TurnsSummary
-from grpo_code.tasks.feedback import DEFAULT_TEMPLATE, check_template
+from grpo_code.verify.feedback import DEFAULT_TEMPLATE, check_template
 from grpo_code.tasks.samples import read_samples_file
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def run(request: EvalRequest, console: Console | None = None) -> EvalResult:
 
     from grpo_code.generation import load_generator
     from grpo_code.sandbox import Sandbox
-    from grpo_code.tasks import oracle
+    from grpo_code.verify import oracle
 
     err = console or Console(stderr=True)
 

@@ -15,7 +15,7 @@ from grpo_code.evaluate.files import Appender, read_jsonl, write_json
 from grpo_code.evaluate.stats import summarize
 from grpo_code.evaluate.summary import EvalSummary
 from grpo_code.generation.base import Sampling, seeded_chunks
-from grpo_code.tasks.feedback import DEFAULT_TEMPLATE
+from grpo_code.verify.feedback import DEFAULT_TEMPLATE
 from grpo_code.tasks.prompts import render
 from grpo_code.tasks.samples import read_samples_file
 from grpo_code.tasks.schema import Task

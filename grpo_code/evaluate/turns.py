@@ -25,7 +25,7 @@ from grpo_code.evaluate.execute import EvalError, execute, sample_record
 from grpo_code.evaluate.files import Appender, read_jsonl
 from grpo_code.evaluate.summary import TurnsSummary
 from grpo_code.generation.base import Completion, Sampling, seeded_chunks
-from grpo_code.tasks import feedback
+from grpo_code.verify import feedback
 from grpo_code.tasks.prompts import Prompt, render
 from grpo_code.tasks.suite import Suite
 from grpo_code.verify.turns import Conversation, TurnLoop

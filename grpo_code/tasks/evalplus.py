@@ -2,7 +2,7 @@
 
 A record gives the problem, a reference (``canonical_solution``) and inputs only
 (``base_input``, ``plus_input``); the expected outputs are what the reference returns,
-computed in the sandbox by a reference oracle (grpo_code/tasks/oracle.py). Each input is
+computed in the sandbox by a reference oracle (grpo_code/verify/oracle.py). Each input is
 one ``call`` test compared as evalplus does (``compare: python``: Python's ``==``, then,
 for float answers or a record ``atol``, the same type and numbers within ``atol`` + 1e-7
 relative). What evalplus decides by a special rule is a checker here:

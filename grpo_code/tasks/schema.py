@@ -82,14 +82,14 @@ class Task:
         public tests, the multi-turn check; ``stop_on_failure``: only pass/fail is asked)."""
         if self.needs_oracle and not record and not public:
             raise SuiteError(f"task {self.id!r}: expected values not computed from its reference yet",
-                             "resolve the suite first (grpo_code.tasks.oracle.resolve)")
+                             "resolve the suite first (grpo_code.verify.oracle.resolve)")
         tests = self.public_tests if public else self.tests
         # The reference's time is applied by the oracle (Limits.from_reference): a job's limits never carry it.
         limits = replace(self.limits, reference_factor=None)
         job = Job(program=program, tests=tests, language=self.language, limits=limits,
                    entry_point=self.entry_point if self.language == "python" else None,
                    checkers=self.checkers, record=record,
-                   helpers=self.helpers if self.language == "python" else None,
+                   helpers=self.helpers,
                    isolation=self.isolation, stop_on_failure=stop_on_failure and not record)
         return job if public else job.sharing(self.encoded_tests)
 
@@ -165,8 +165,6 @@ def task_from_dict(
     for key in ("entry_point", "reference", "helpers"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise bad(key, "must be a string")
-    if data.get("helpers") and language != "python":
-        raise bad("helpers", "are Python source the judge runs; only Python tasks have them")
     isolation = data.get("isolation", "job")
     if isolation not in ISOLATION:
         raise bad("isolation", f"{isolation!r} is not one of {', '.join(ISOLATION)}")

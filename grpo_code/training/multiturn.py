@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_code.generation.base import Completion
-from grpo_code.tasks import feedback
+from grpo_code.verify import feedback
 from grpo_code.verify.early import cut_at_limit
 from grpo_code.verify.turns import Conversation, TurnLoop
 from grpo_code.verify.verifier import Verifier

@@ -17,7 +17,7 @@ from typing import Any
 
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Result, Status
-from grpo_code.tasks import oracle
+from grpo_code.verify import oracle
 from grpo_code.tasks.samples import read_samples_file
 from grpo_code.tasks.suite import Suite
 from grpo_code.verify.failure import failure_of

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.generation.base import was_cut
-from grpo_code.tasks import feedback
+from grpo_code.verify import feedback
 from grpo_code.verify.verifier import Check, CheckFailed, Verifier
 
 

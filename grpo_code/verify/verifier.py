@@ -45,7 +45,7 @@ from typing import Any
 from grpo_code.errors import GrpoCodeError, SandboxError
 from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import Job, Result, Status, Verdict
-from grpo_code.tasks import feedback
+from grpo_code.verify import feedback
 from grpo_code.tasks.extract import Extraction, build_program, whole_program
 from grpo_code.tasks.prompts import completion_text
 from grpo_code.tasks.samples import program_from_completion
