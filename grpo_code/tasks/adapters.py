@@ -43,7 +43,7 @@ from grpo_code.tasks import native_asserts
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
 from grpo_code.tasks.examples import docstring_examples
-from grpo_code.tasks.helpers import prompt_helpers
+from grpo_code.tasks.helpers import native_helpers, prompt_helpers
 from grpo_code.tasks.records import (
     STDIN_INSTRUCTION,
     Conversion,
@@ -149,7 +149,12 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
             task["public_tests"] = examples
         if r.get("canonical_solution") is not None:
             task["reference"] = prompt + r["canonical_solution"]
-        helpers = prompt_helpers(prompt, entry) if language == "python" else None
+        if language == "python":
+            helpers = prompt_helpers(prompt, entry)
+        elif language == "javascript" and any(t["kind"] == "script" for t in task["tests"]):  # for its judge
+            helpers = native_helpers(language, prompt, entry)
+        else:
+            helpers = None
         if helpers:  # the prompt's encode_cyclic, poly: the tests call these, not the program's
             task["helpers"] = helpers
         return task

@@ -9,12 +9,14 @@ name is the program's to redefine: an ``encode_cyclic`` that remembers its input
 program in one namespace, so it has this hole). A task's ``helpers`` is trusted code the
 judge runs before each script test, after the program's names are bound: the tests then
 call the task's definitions (docs/tasks.md, Helpers). The adapters of HumanEval-shaped
-data fill it in from the prompt with :func:`prompt_helpers`.
+data fill it in from the prompt with :func:`prompt_helpers` (Python) and
+:func:`native_helpers` (JavaScript: run in its script tests' judge).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 
@@ -32,3 +34,20 @@ def prompt_helpers(prompt: str, entry_point: str | None) -> str | None:
     if not any(isinstance(node, _DEFINITIONS) for node in keep):
         return None
     return ast.unparse(ast.Module(body=keep, type_ignores=[])) + "\n"
+
+
+_JS_COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
+
+def native_helpers(language: str, prompt: str, entry_point: str | None) -> str | None:
+    """A JavaScript prompt's trusted part for a judged script test (docs/sandbox.md,
+    JavaScript's judge): the prompt's text before the entry point's definition, when it
+    defines something (``encodeCyclic``, ``poly``); None when it holds only comments."""
+    if not entry_point or language != "javascript":
+        return None
+    name = re.escape(entry_point)
+    found = list(re.finditer(rf"(?:function\s+{name}\s*\(|(?:const|let|var)\s+{name}\s*=)", prompt))
+    if not found:
+        return None
+    before = prompt[:found[-1].start()]
+    return before if _JS_COMMENTS.sub("", before).strip() else None

@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import time
 
 from . import budget, calls, pyjob, spawn, verdict
@@ -36,14 +37,19 @@ def _exec_env() -> dict:
     return dict(_EXEC_ENV, HOME=os.getcwd(), TMPDIR=os.getcwd())
 
 
-def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None) -> None:
-    """Runs in the forked child: limits, fds 0-4 (stdio, report pipe, payload), exec. Never returns."""
+def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None, extra: tuple = (),
+                ready=None) -> None:
+    """Runs in the forked child: limits, fds 0-4 (stdio, report pipe, payload), ``extra``
+    from fd 7 on, exec. ``ready`` (a pipe's write end) closes at the exec. Never returns."""
     code = EXIT_HARNESS
     try:
         os.setpgid(0, 0)
         set_limits(limits, cpu_s)
         executable = launch.executable
-        place_fds([*stdio, payload_fd, executable if _type(executable) is int else None, launch.aux_fd])
+        tail = [*extra, ready] if ready is not None else list(extra)
+        place_fds([*stdio, payload_fd, executable if _type(executable) is int else None, launch.aux_fd, *tail])
+        if ready is not None:
+            os.set_inheritable(7 + len(extra), False)
         if _type(executable) is int:
             executable = 5
             os.set_inheritable(5, False)
@@ -167,6 +173,90 @@ def run_native_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
 
 
 
+def run_judged_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
+    """A script test with a judge of its own (``launch.judge``): the test's code runs in a
+    trusted process that never runs program code, and calls the program's functions in
+    the program's process over a socket (fd 7 in the judge, fd 3 in the program) that
+    carries plain values only. The judge reports on its own pipe (fd 3), which the
+    program's process does not have; its executable is one the sandbox's user cannot read,
+    so it is non-dumpable (no ptrace, no /proc/<pid>/mem or fds for the program)."""
+    limits = job["limits"]
+    timeout = float(limits["timeout_s"])
+    out_limit = int(limits.get("max_output_bytes", 65536))
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    theirs, mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    start = time.monotonic()
+    judge_payload = spawn.memfd("judge", launch.judge.payload)
+    try:
+        jpid = os.fork()
+    except OSError:
+        for fd in (out_r, out_w, err_r, err_w, rep_r, rep_w, ready_r, ready_w, judge_payload):
+            os.close(fd)
+        theirs.close()
+        mine.close()
+        raise verdict.ForkRefused("could not fork the test's judge") from None
+    if jpid == 0:
+        _exec_child(limits, launch.judge, (os.open(os.devnull, os.O_RDONLY), out_w, err_w, rep_w), judge_payload,
+                    extra=(mine.fileno(),), ready=ready_w)
+    for fd in (judge_payload, rep_w, ready_w):
+        os.close(fd)
+    mine.close()
+    judged = spawn.Watched(jpid)
+    # Until its exec the judge's fork is a copy of the executor (the whole job) and, for a
+    # moment (its oom_score_adj), dumpable: no program may run before it has exec'd.
+    os.read(ready_r, 1)
+    os.close(ready_r)
+    payload_fd = spawn.memfd("job", launch.payload)
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = None
+    if pid == 0:
+        _exec_child(limits, launch, (os.open(os.devnull, os.O_RDONLY), out_w, err_w, theirs.fileno()), payload_fd)
+    for fd in (payload_fd, out_w, err_w):
+        os.close(fd)
+    theirs.close()
+    if pid is None:
+        spawn.kill_group(jpid)
+        judged.reap(block=True)
+        judged.close()
+        for fd in (out_r, err_r, rep_r):
+            os.close(fd)
+        raise verdict.ForkRefused("could not fork the program's process")
+    main = spawn.Watched(pid)
+    seen = spawn.watch(main, judged, {out_r: out_limit, err_r: out_limit}, timeout, start,
+                       spare=_SPARE + (jpid,), report_fd=rep_r)
+    report = seen["report"]
+    if not judged.exited or judged.status is None:
+        spawn.kill_group(jpid)
+        cpu_before = judged.cpu_s
+        judged.reap(block=True)
+        if not seen["timed_out"]:
+            seen["cpu_s"] += judged.cpu_s - cpu_before
+    judged.close()
+    try:  # a report written just before the judge's exit, which the watcher saw first
+        os.set_blocking(rep_r, False)
+        report += os.read(rep_r, 65536)
+    except OSError:
+        pass
+    os.close(rep_r)
+    _, judge_report, problem = verdict.parse_report(report, nonce)
+    if problem:
+        judge_report = {"event": "protocol", "message": problem}
+    bufs = seen["bufs"]
+    outcome = verdict.Outcome(
+        test, status=main.status, timed_out=seen["timed_out"], cpu_s=seen["cpu_s"], limit_s=timeout,
+        judge=judge_report, judge_status=judged.status if judge_report is None else None,
+        judge_killed=bool(seen["timed_out"]), stdout=bufs[out_r], stderr=bufs[err_r],
+        truncated=seen["overflow"][out_r], classify=runner.classify, check=pyjob.checker_for(job, timeout),
+    )
+    name, message = budget.decide(outcome, limits)
+    return pyjob.test_result(outcome, name, message, seen, seen["cpu_s"], bufs[out_r], bufs[err_r], out_limit)
+
+
 def run_with_runner(runner, job: dict) -> list[dict]:
     """A job of a language with its own runner: build once, then one process per test."""
     missing = runner.missing_tools()
@@ -187,10 +277,13 @@ def run_with_runner(runner, job: dict) -> list[dict]:
                 if job.get("stop_on_failure"):
                     break
                 continue
-            result = run_native_test(job, test, nonce, launch, runner)
+            if launch.judge is not None:
+                result = run_judged_test(job, test, nonce, launch, runner)
+            else:
+                result = run_native_test(job, test, nonce, launch, runner)
             pyjob.JUDGE.resume()
-            # The asserts of a native script test run next to the program (no judge).
-            result["attested"] = test["kind"] != "script"
+            # A script test without a judge runs its asserts next to the program.
+            result["attested"] = test["kind"] != "script" or launch.judge is not None
             results.append(result)
             if job.get("stop_on_failure") and result["verdict"] != "pass":
                 break

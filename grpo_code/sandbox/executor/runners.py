@@ -26,6 +26,7 @@ judged in a separate process (``judge.py``). Adding a language is one class here
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -48,18 +49,22 @@ class Launch:
 
     ``payload`` is read by the process's harness on fd 4 (empty: fd 4 is not opened);
     ``memory_mb`` is its RLIMIT_AS; ``aux_fd`` is a sealed read-only file it reads as
-    /proc/self/fd/6 (a runtime snapshot)."""
+    /proc/self/fd/6 (a runtime snapshot). ``judge``: a judged script test's trusted
+    process (another Launch, its executable one the sandbox's user cannot read), which
+    runs the test and calls this one's functions over a socket (native.run_judged_test)."""
 
-    __slots__ = ("argv", "executable", "payload", "memory_mb", "aux_fd")
+    __slots__ = ("argv", "executable", "payload", "memory_mb", "aux_fd", "judge")
 
     def __init__(
-        self, argv: list[str], executable: str | int, payload: bytes, memory_mb: int, aux_fd: int | None = None
+        self, argv: list[str], executable: str | int, payload: bytes, memory_mb: int, aux_fd: int | None = None,
+        judge: "Launch | None" = None,
     ):
         self.argv = argv
         self.executable = executable
         self.payload = payload
         self.memory_mb = memory_mb
         self.aux_fd = aux_fd
+        self.judge = judge
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Launch) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
@@ -72,6 +77,8 @@ class Runner:
     tools: tuple[str, ...] = ()
     """Executables the runner needs on PATH (checked before a job runs)."""
     in_process = False
+    judged_scripts = False
+    """Its script tests run in a judge of their own (attested), not next to the program."""
 
     def missing_tools(self) -> list[str]:
         return [tool for tool in self.tools if shutil.which(tool) is None]
@@ -98,6 +105,7 @@ class PythonRunner(Runner):
 
     language = "python"
     in_process = True
+    judged_scripts = True
 
 
 # --------------------------------------------------------------------------- JavaScript
@@ -117,12 +125,31 @@ class JavaScriptRunner(Runner):
 
     language = "javascript"
     tools = ("node",)
+    judged_scripts = True
     HEADROOM_MB = 1024
     """V8 reserves ~750 MiB of address space at start-up: the heap is capped with
     --max-old-space-size=memory_mb and RLIMIT_AS gets this much on top."""
 
     def __init__(self) -> None:
         self._snapshots: dict[tuple[str, int], int | None] = {}
+        self._unreadable: dict[str, int] = {}
+
+    def _judge_node(self, node: str) -> int:
+        """A sealed copy of ``node`` with mode 0111, run for the judge: the kernel makes a
+        process that execs a file its user cannot read non-dumpable, so the program's
+        process (same uid) cannot ptrace the judge or read its /proc/<pid>/mem."""
+        if node not in self._unreadable:
+            with open(os.path.realpath(node), "rb") as f:
+                data = f.read()
+            sealed = os.memfd_create("node-judge", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(sealed, view):]
+            fcntl.fcntl(sealed, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            os.fchmod(sealed, 0o111)
+            self._unreadable[node] = sealed
+        return self._unreadable[node]
 
     def _snapshot(self, node: str, memory: int, compile: CompileFn) -> int | None:
         """The sealed snapshot blob for this heap size (the flags must match at use)."""
@@ -140,28 +167,52 @@ class JavaScriptRunner(Runner):
         return {
             "node": node,
             "harness": os.path.join(HARNESS_DIR, "javascript.js"),
+            "judge": os.path.join(HARNESS_DIR, "javascript_judge.js"),
             "snapshot": self._snapshot(node, memory, compile),
         }
 
     def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
         test = job["tests"][index]
-        payload: dict[str, Any] = {"nonce": nonce, "kind": test["kind"], "program": job["program"]}
-        if test["kind"] == "script":
-            payload["code"] = test["code"]
-        elif test["kind"] == "call":
-            payload["fn"] = test["fn"]
-            payload["args"] = test.get("args", [])
         memory = int(job["limits"]["memory_mb"])
         argv = [state["node"]]
         if state["snapshot"] is not None:
             argv += ["--snapshot-blob", "/proc/self/fd/6"]
-        argv += [f"--max-old-space-size={memory}", state["harness"]]
-        return Launch(argv, state["node"], json.dumps(payload).encode(), memory + self.HEADROOM_MB, state["snapshot"])
+        argv += [f"--max-old-space-size={memory}"]
+        if test["kind"] == "script":
+            # Judged: the program's process serves calls and holds no test; the judge
+            # (harness/javascript_judge.js) holds the test, the helpers and the nonce.
+            serve = {"kind": "serve", "program": job["program"], "names": js_names(test["code"])}
+            judge = {"nonce": nonce, "code": test["code"], "helpers": job.get("helpers") or "",
+                     "max_bytes": JUDGE_ANSWER_LIMIT}
+            return Launch(argv + [state["harness"]], state["node"], json.dumps(serve).encode(),
+                          memory + self.HEADROOM_MB, state["snapshot"],
+                          judge=Launch(argv + [state["judge"]], self._judge_node(state["node"]),
+                                       json.dumps(judge).encode(), memory + self.HEADROOM_MB, state["snapshot"]))
+        payload: dict[str, Any] = {"nonce": nonce, "kind": test["kind"], "program": job["program"]}
+        if test["kind"] == "call":
+            payload["fn"] = test["fn"]
+            payload["args"] = test.get("args", [])
+        return Launch(argv + [state["harness"]], state["node"], json.dumps(payload).encode(),
+                      memory + self.HEADROOM_MB, state["snapshot"])
 
     def classify(self, signum: int | None, code: int | None, stderr: bytes) -> tuple[str, str] | None:
         if b"heap out of memory" in stderr or b"Fatal process out of memory" in stderr:
             return "memory", "JavaScript heap out of memory (memory limit reached)"
         return None
+
+
+JUDGE_ANSWER_LIMIT = 64 * 1024 * 1024
+"""The longest answer (one encoded value) a judge reads from the program's process; a
+longer one breaks the channel, the program's ``fail``."""
+
+_JS_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def js_names(code: str) -> list[str]:
+    """The names a JavaScript test may take from the program: its identifiers (the
+    program's process reports which of them are its functions; the judge keeps its own
+    builtins). Identifiers only, never the test's values."""
+    return sorted(set(_JS_NAME.findall(code)))
 
 
 # --------------------------------------------------------------------------- C++

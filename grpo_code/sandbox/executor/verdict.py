@@ -216,7 +216,8 @@ def _program_event(report) -> tuple[str, str] | None:
 
 
 def _judged(o: Outcome, report, problem) -> tuple[str, str]:
-    """A Python script test: the judge's report decides, unless the program never got that far."""
+    """A judged script test (Python; JavaScript and C++ with a judge of their own): the
+    judge's report decides, unless the program never got that far."""
     if problem:
         return "fail", problem
     if report is not None:
@@ -237,6 +238,12 @@ def _judged(o: Outcome, report, problem) -> tuple[str, str]:
         return "runtime_error", message
     if event == "protocol":
         return "fail", f"the program broke the judge's channel: {message}"
+    if event == "not_plain":
+        return "fail", message
+    if event == "program":  # a native judge: the program's process failed to load (its own report)
+        program = o.judge.get("program")
+        known = _program_event(program) if _type(program) is dict else None
+        return known if known is not None else ("fail", "the program's process failed before the test ran")
     if event == "memory":
         return "fail", message
     if event == "error":

@@ -56,6 +56,9 @@ function readJob() {
 
 const job = readJob();
 const nonce = job.nonce;
+// A judged script test's program process (kind "serve") answers the judge's calls with
+// values in this encoding; loaded before the program runs, so it holds untouched builtins.
+const wire = job.kind === 'serve' ? require('./javascript_wire.js') : null;
 let reported = false;
 
 function report(event, fields) {
@@ -236,6 +239,59 @@ function findFunction(name) {
   return fn;
 }
 
+// ------------------------------------------------------------------ serving a judge
+
+// A judged script test: this process holds the program and no test. It tells the judge
+// (on fd 3, a socket whose other end is the judge's) which of the names the test uses are
+// the program's functions, then answers one call at a time: the returned value in the
+// wire encoding, or the thrown error's name and message. A load failure is reported on
+// the same socket (compile_error, runtime_error) and only ever fails the test.
+function serve() {
+  const functions = {};
+  const names = [];
+  for (const name of job.names) {
+    const fn = findFunction(name);
+    if (typeof fn === 'function') {
+      functions[name] = fn;
+      names.push(name);
+    }
+  }
+  wire.writeAll(REPORT_FD, '{"manifest":' + stringify(names) + '}\n');
+  const next = wire.lineReader(REPORT_FD, 1 << 30);
+  for (;;) {
+    const line = next();
+    if (line === null) apply(exit, process, [0]);  // the judge is done
+    let reply;
+    try {
+      const request = parse(line);
+      const fn = hasOwn(functions, request.fn) ? functions[request.fn] : undefined;
+      const value = apply(fn, undefined, wire.decode(request.args));
+      reply = '{"value":' + wire.encode(value) + '}';
+    } catch (err) {
+      if (err instanceof wire.NotPlain) reply = '{"not_plain":' + stringify(String_(err.message)) + '}';
+      else reply = '{"error":' + thrown(err) + '}';
+    }
+    wire.writeAll(REPORT_FD, reply + '\n');
+  }
+}
+
+function thrown(err) {
+  let name = 'Error';
+  let message;
+  try {
+    if (err instanceof Error) {
+      name = safeString(err.name);
+      message = safeString(err.message);
+    } else {
+      message = 'a thrown ' + typeof err + ': ' + safeString(err);
+    }
+  } catch (_) {
+    message = '<an exception that cannot be described>';
+  }
+  return '{"name":' + stringify(String_(name).slice(0, 200)) + ',"message":' + stringify(String_(message).slice(-2000)) +
+    ',"stack":' + stringify(describe(err).slice(-2000)) + '}';
+}
+
 // ------------------------------------------------------------------ the test
 
 let completed = false;
@@ -267,6 +323,10 @@ function run() {
     apply(runScript, program, [RUN_OPTIONS]);
     if (job.kind === 'io') {
       completed = true;
+      return;
+    }
+    if (job.kind === 'serve') {
+      serve();
       return;
     }
     if (job.kind === 'script') {
