@@ -266,3 +266,41 @@ def test_small_and_large_requests_alike(sandbox):
     tests = tuple(CallTest(fn="f", args=(list(range(n)),), expected=n) for n in sizes)
     [result] = sandbox.run([Job(program, tests, limits=FAST)])
     assert result.status is Status.PASS, [t.why for t in result.tests]
+
+
+def test_an_expected_value_too_large_to_send_is_decided_by_its_digest(monkeypatch):
+    # A value over MAX_TEST_BYTES cannot be sent to judge an answer that is not its exact
+    # encoding: that answer is a fail, never the infra_error a wrong program would escape to.
+    # (The limits are made small here: 1 MiB a test, parts of 256 KiB.)
+    from grpo_code.sandbox import node, wire
+
+    monkeypatch.setattr(wire, "MAX_TEST_BYTES", 1 << 20)
+    monkeypatch.setattr(node, "split_wire", lambda w: wire.split_wire(w, part_bytes=256 << 10))
+    big = list(range(300_000))  # ~2 MiB of JSON
+    tests = (CallTest("f", (1,), big), CallTest("f", (2,), 2))
+    right = "def f(x):\n    return list(range(300_000)) if x == 1 else x\n"
+    wrong = "def f(x):\n    return list(range(299_999)) if x == 1 else x\n"
+    as_tuple = "def f(x):\n    return tuple(range(300_000)) if x == 1 else x\n"  # equal by value, not by encoding
+    from grpo_code.config import SandboxConfig
+    from grpo_code.sandbox import Sandbox
+
+    with Sandbox(SandboxConfig(backend="local", workers=1, timeout_s=5.0, memory_mb=256), quiet=True) as sb:
+        results = sb.run([Job(p, tests, limits=FAST) for p in (right, wrong, as_tuple)])
+    assert results[0].status is Status.PASS, results[0]
+    for result in results[1:]:
+        assert result.status is Status.FAIL and result.tests[0].verdict is Verdict.FAIL, result
+        assert "too large to send" in result.tests[0].message
+
+
+def test_the_program_cannot_write_back_on_its_request_channel(sandbox):
+    # What it sent there (memory files in flight) would wait in the executor's queue, where
+    # killing the program frees nothing of it.
+    program = ("import os, socket\n"
+               "def f(x):\n"
+               "    try:\n"
+               "        socket.socket(fileno=os.dup(4)).send(b'x' * 1000, socket.MSG_NOSIGNAL)\n"
+               "        return 'sent'\n"
+               "    except OSError:\n"
+               "        return 'refused'\n")
+    [result] = sandbox.run([Job(program, (CallTest("f", (1,), "refused"),), limits=FAST)])
+    assert result.status is Status.PASS, [t.why for t in result.tests]

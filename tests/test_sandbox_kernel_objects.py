@@ -241,5 +241,65 @@ def test_memory_held_outside_the_address_space_is_the_programs_verdict(sandbox: 
     tests = (IoTest(stdin="", stdout="done\n"), IoTest(stdin="", stdout="x\n"))
     result = run(sandbox, language, HOLD_MEMORY[language], tests)
     assert result.status is Status.FAIL, result.error  # never an infra_error
-    assert result.tests[0].verdict.value in ("memory", "fail", "runtime_error"), result.tests[0].why
+    # memory files are refused now (the filter), so the attack ends as the program's own
+    # error or timeout; with them it was the OOM killer's choice of the test, never the executor
+    assert result.tests[0].verdict.value in ("memory", "fail", "runtime_error", "timeout"), result.tests[0].why
     right_program_passes(sandbox, language)
+
+
+# What a test could leave where killing its processes does not free it (memory files in
+# flight over a unix socket), or outside the container's charge (loopback TCP buffers on a
+# cgroup v1 host), or reach around the filter with (io_uring): refused.
+REFUSED = {
+    "python": """import ctypes, os, socket
+out = []
+for name, make in [("memfd", lambda: os.memfd_create("x")), ("inet", lambda: socket.socket(socket.AF_INET)),
+                   ("inet6", lambda: socket.socket(socket.AF_INET6))]:
+    try:
+        make()
+        out.append(name + " made")
+    except OSError:
+        out.append(name + " refused")
+ring = ctypes.CDLL(None, use_errno=True).syscall(425, 8, None)
+out.append("io_uring " + ("refused" if ring == -1 else "made"))
+socket.socketpair()  # a unix socket pair stays (asyncio, multiprocessing use them)
+print(" ".join(out))
+""",
+    "cpp": r"""#include <cstdio>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main() {
+  printf("memfd %s inet %s inet6 %s io_uring %s\n",
+         memfd_create("x", 0) < 0 ? "refused" : "made", socket(AF_INET, SOCK_STREAM, 0) < 0 ? "refused" : "made",
+         socket(AF_INET6, SOCK_STREAM, 0) < 0 ? "refused" : "made", syscall(425, 8, nullptr) < 0 ? "refused" : "made");
+}
+""",
+    "javascript": "const net = require('net');\nconst s = net.createServer();\n"
+                  "s.on('error', () => console.log('inet refused'));\ns.listen(0, '127.0.0.1', () => {\n"
+                  "  console.log('inet made'); s.close(); });\n",
+}
+REFUSED_OUT = {"python": "memfd refused inet refused inet6 refused io_uring refused\n",
+               "cpp": "memfd refused inet refused inet6 refused io_uring refused\n",
+               "javascript": "inet refused\n"}
+
+
+@pytest.mark.parametrize("language", ["python", "cpp", "javascript"])
+def test_memory_files_inet_sockets_and_io_uring_are_refused(sandbox: Sandbox, language: str) -> None:
+    result = run(sandbox, language, REFUSED[language], (IoTest(stdin="", stdout=REFUSED_OUT[language]),))
+    assert result.status is Status.PASS, (result.tests[0].why, result.tests[0].stdout)
+
+
+def test_the_memory_a_job_leaves_behind_retires_its_container(monkeypatch) -> None:
+    from grpo_code.sandbox.executor import main as executor
+
+    base = 100 << 20
+    monkeypatch.setattr(executor, "_MEMORY_BASE", [base])
+    readings = iter([base + (500 << 20)] * 5 + [base + (10 << 20)])
+    monkeypatch.setattr(executor, "_container_memory", lambda: next(readings))
+    assert executor._memory_held_after_job(patience_s=1.0) is None  # freed a little later (the unix GC)
+    monkeypatch.setattr(executor, "_container_memory", lambda: base + (500 << 20))
+    assert "500 MiB" in executor._memory_held_after_job(patience_s=0.05)
+    monkeypatch.setattr(executor, "_container_memory", lambda: None)  # not a container
+    assert executor._memory_held_after_job() is None

@@ -40,6 +40,9 @@ EXIT_IDIOMS = {
                                 "atexit.register(lambda: sys.__stdout__.write(buf.getvalue()))\n" + SUM,
     "a buffered file on fd 1 never flushed": "import os\nout = open(1, 'w', closefd=False, buffering=1 << 20)\n"
                                              "a, b = map(int, input().split())\nout.write(f'{a + b}\\n')\n",
+    "a buffered file kept outside the program's globals": "import sys\nsys.keep = open(1, 'w', closefd=False, "
+                                                          "buffering=1 << 20)\na, b = map(int, input().split())\n"
+                                                          "sys.keep.write(f'{a + b}\\n')\n",
     "a new sys.stdout never flushed": "import sys\nsys.stdout = open(sys.stdout.fileno(), 'w', buffering=1 << 16, "
                                       "closefd=False)\n" + SUM,
 }

@@ -159,7 +159,10 @@ class NodeSandbox:
         if held is not None:
             # Large expected values stay here: an answer written exactly as one passes on its
             # digest; any other answer is undecided there, and the job goes again, whole.
-            result = self._run(pool, job, held, start)
+            # Where a value is too large to send at all, the digest decides: not its exact
+            # encoding is a fail (never an infra_error, which a wrong answer would escape to).
+            final = isinstance(split_wire(wire), str)
+            result = self._run(pool, job, held, start, undecided_fails=final)
             if result is not None:
                 return result
         result = self._run(pool, job, wire, start)
@@ -167,8 +170,10 @@ class NodeSandbox:
             raise RuntimeError("the executor left a test undecided with its expected value in hand")
         return result
 
-    def _run(self, pool: WorkerPool, job: Job, wire: dict[str, Any], start: float) -> Result | None:
-        """The job's result from one sending of ``wire`` (``None``: a test was undecided)."""
+    def _run(self, pool: WorkerPool, job: Job, wire: dict[str, Any], start: float,
+             undecided_fails: bool = False) -> Result | None:
+        """The job's result from one sending of ``wire`` (``None``: a test was undecided,
+        unless ``undecided_fails``: then such a test is a fail)."""
         parts = split_wire(wire)
         if isinstance(parts, str):
             return Result.infra_error(len(job.tests), parts)
@@ -180,7 +185,9 @@ class NodeSandbox:
                 elapsed = round((time.monotonic() - start) * 1000, 3)
                 return Result.infra_error(len(job.tests), error or "unknown sandbox failure", elapsed)
             if result.get(UNDECIDED):
-                return None
+                if not undecided_fails:
+                    return None
+                result = _undecided_failed(result)
             results.append(result)
             sent += len(part["tests"])
             if job.stop_on_failure and result.get("status") != "pass":
@@ -198,3 +205,14 @@ class NodeSandbox:
             )
         passed = sum(t.passed for t in tests)
         return Result(Status.PASS if passed == len(tests) else Status.FAIL, passed, len(tests), tests, elapsed, None)
+
+
+def _undecided_failed(result: dict[str, Any]) -> dict[str, Any]:
+    """A part's result whose undecided tests (an answer that is not the exact encoding of an
+    expected value held on the host) are fails: the value is too large to send and compare."""
+    tests = [{**t, "verdict": "fail", "message": "returned a value other than the expected one (which is too "
+              "large to send whole, docs/sandbox.md Values: only its exact encoding passes)"}
+             if t.get("verdict") == UNDECIDED else t for t in result.get("tests", [])]
+    passed = sum(t.get("verdict") == "pass" for t in tests)
+    return {**result, "tests": tests, "passed": passed, "status": "pass" if tests and passed == len(tests) else "fail",
+            UNDECIDED: False}

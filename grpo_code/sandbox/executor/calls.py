@@ -138,6 +138,10 @@ class Session:
         err_r, err_w = os.pipe()
         rep_r, rep_w = os.pipe()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # The channel only carries requests to the program: whatever it would send back
+        # (memory files in flight, data) must not wait in a queue of this process, where
+        # killing the program frees nothing of it.
+        mine.shutdown(socket.SHUT_RD)
         child_fds = [req_fd, stdin_fd, out_w, err_w, rep_w, theirs.detach()]
         try:
             pid, pidfd = self.zygote.spawn(child_fds)
@@ -321,7 +325,8 @@ class Session:
                     del self.pending[:]
                     self.scanned = 0
                 return None
-            line = bytes(self.pending[:end])
+            with memoryview(self.pending) as view:
+                line = bytes(view[:end])  # one copy of a line that may be tens of MiB, not two
             del self.pending[:end + 1]
             self.scanned = 0
             if self.too_long:

@@ -48,13 +48,22 @@ def prctl(option: int, value: int) -> bool:
 # which the harness's non-dumpable processes refuse (process_vm_writev, pidfd_getfd,
 # migrate_pages, move_pages, perf_event_open, kcmp), or send signals (docs/sandbox.md).
 # Foreign-architecture syscalls (i386 int 0x80, x32) are refused.
+# Memory a test could leave behind where killing its processes does not free it, or outside
+# the container's charge, is refused too: memfd_create (memory files passed over a unix
+# socket and left in flight outlive their maker until the kernel's unix GC runs, ~1 GiB of
+# them filled the next job's container), IPv4/IPv6 sockets ("socket": the container has
+# only loopback, whose TCP buffers a cgroup v1 host does not charge to the container: one
+# test could hold gigabytes of the machine's memory), and io_uring (which opens sockets
+# and files without the syscalls this filter sees).
 _PID_SYSCALLS = {
-    # setpriority, sched_setparam, sched_setscheduler, sched_setaffinity, ioprio_set, prlimit64, sched_setattr
+    # setpriority, sched_setparam, sched_setscheduler, sched_setaffinity, ioprio_set, prlimit64, sched_setattr;
+    # memfd_create, io_uring_setup/enter/register, socket
     "x86_64": (0xC000003E, {141: "deny", 142: "pid", 144: "deny", 203: "pid", 251: "ioprio", 302: "pid",
-                            314: "deny"}),
+                            314: "deny", 319: "deny", 425: "deny", 426: "deny", 427: "deny", 41: "socket"}),
     "aarch64": (0xC00000B7, {140: "deny", 118: "pid", 119: "deny", 122: "pid", 30: "ioprio", 261: "pid",
-                             274: "deny"}),
+                             274: "deny", 279: "deny", 425: "deny", 426: "deny", 427: "deny", 198: "socket"}),
 }
+_AF_INET, _AF_INET6 = 2, 10
 _SELF_WHICH = {"ioprio": 1}  # IOPRIO_WHO_PROCESS
 # clone with CLONE_PARENT makes the new process a sibling of the caller: a child of the
 # zygote, outside the test's process tree, where the test's cleanup would not find it.
@@ -93,6 +102,8 @@ def _seccomp_program():
                  ("j", jeq, "allow", "deny", 0)]
     labels["pid"] = len(code)
     code += [("i", ld, 0, 0, 16), ("j", jeq, "allow", "deny", 0)]
+    labels["socket"] = len(code)  # the domain is socket's first argument
+    code += [("i", ld, 0, 0, 16), ("j", jeq, "deny", 0, _AF_INET), ("j", jeq, "deny", "allow", _AF_INET6)]
     labels["clone"] = len(code)  # the flags are clone's first argument (its low 32 bits)
     code += [("i", ld, 0, 0, 16), ("j", jset, "deny", "allow", CLONE_PARENT)]
     labels["enosys"] = len(code)

@@ -18,7 +18,7 @@ def exit_as_python_does(namespace: dict, flush) -> None:
     threads, run the ``atexit`` callbacks (a fast-output template that writes its buffer
     there), flush the standard streams (also ``sys.__stdout__``, where such a callback may
     write), then drop the program's globals (a ``__del__`` that prints, a buffered file on
-    fd 1 that was never flushed) and collect what is left. All of it is the program's
+    fd 1 that was never flushed), collect what is left and flush the files still open. All of it is the program's
     code, within the test's limits; an exception in it is shown, as Python shows one.
     ``flush`` flushes the standard streams."""
     wait_for_threads()
@@ -32,8 +32,17 @@ def exit_as_python_does(namespace: dict, flush) -> None:
     try:
         namespace.clear()
         import gc
+        import io
 
         gc.collect()
+        # What is still open (a buffered file on fd 1 the program keeps elsewhere, in `sys`
+        # say) is flushed, as the interpreter's teardown would flush it.
+        for obj in gc.get_objects():
+            try:
+                if isinstance(obj, io.IOBase) and not obj.closed:
+                    obj.flush()
+            except BaseException:
+                pass
     except BaseException:
         pass
     flush()

@@ -140,6 +140,50 @@ def _clear_ipc() -> None:
                 libc.msgctl(ident, _IPC_RMID, None)
 
 
+_MEMORY_FILES = ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes")
+_MEMORY_BASE: list[int] = []
+HELD_AFTER_JOB = 256 << 20
+"""Memory the container may still hold after a job, beside the executor's own and above
+what it held when the executor was ready, before the job's end waits for it (and, past a
+second, retires the container)."""
+
+
+def _container_memory() -> int | None:
+    """This container's charged memory in bytes (cgroup v2 or v1) less this process's own
+    resident memory (a large job part leaves the executor's heap grown, which is not what
+    this looks for); None outside a container."""
+    if os.getpid() != 1:
+        return None
+    for path in _MEMORY_FILES:
+        try:
+            with open(path, "rb") as f:
+                charged = int(f.read())
+            with open("/proc/self/statm", "rb") as f:
+                resident = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            return charged - resident
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def _memory_held_after_job(patience_s: float = 1.0) -> str | None:
+    """Why this container should be replaced, if the job left memory charged to it. The
+    job's files and IPC are gone by now, but memory a test parked where killing its
+    processes does not free it (unix sockets left in flight in a cycle, which only the
+    kernel's garbage collector frees, a little later) would count against the next job's
+    tests. Wait for it up to ``patience_s``, then give up on this container."""
+    now = _container_memory()
+    if now is None or not _MEMORY_BASE:
+        return None
+    deadline = time.monotonic() + patience_s
+    while now is not None and now > _MEMORY_BASE[0] + HELD_AFTER_JOB:
+        if time.monotonic() > deadline:
+            return f"memory still held after the job ({(now - _MEMORY_BASE[0]) >> 20} MiB over the start)"
+        time.sleep(0.01)
+        now = _container_memory()
+    return None
+
+
 UNCLEAN: list[str] = []
 """The directories the last job left not empty: the host then retires this executor."""
 
@@ -176,6 +220,9 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
             UNCLEAN.append(f"processes {', '.join(map(str, spawn.LEFTOVER[:5]))}")
         _clear_ipc()
         pyjob.JUDGE.recycle_if_grown()
+        held = _memory_held_after_job()
+        if held:
+            UNCLEAN.append(held)
     passed = sum(1 for t in tests if t["verdict"] == "pass")
     out = {
         "status": "pass" if tests and passed == len(tests) else "fail",
@@ -245,6 +292,9 @@ def main(argv: list[str], entry: str) -> int:
     # child's collections from touching (and copying) the parent's pages.
     gc.collect()
     gc.freeze()
+    start_memory = _container_memory()
+    if start_memory is not None:
+        _MEMORY_BASE.append(start_memory)
     reader = os.fdopen(chan_in, "rb", buffering=1 << 16)
 
     def send(msg: dict) -> None:
