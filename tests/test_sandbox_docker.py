@@ -122,7 +122,9 @@ def test_no_network(sandbox):
     [result] = sandbox.run([probe])
     assert result.status is Status.PASS, result
     [direct] = sandbox.run([cases.script("import socket\nsocket.create_connection(('192.0.2.1', 80), 1)\n")])
-    assert direct.tests[0].verdict is Verdict.RUNTIME_ERROR and "unreachable" in direct.tests[0].message
+    # an IPv4 socket is refused outright (the test filter: loopback TCP buffers are not charged
+    # to the container on a cgroup v1 host)
+    assert direct.tests[0].verdict is Verdict.RUNTIME_ERROR and "PermissionError" in direct.tests[0].message
 
 
 def test_cannot_write_outside_the_work_dir(sandbox):

@@ -294,19 +294,21 @@ def test_no_test_can_renice_or_reprioritise_the_harness_for_later_ones(sandbox):
 
 # --------------------------------------------------------------------------- red-team round (#26)
 
-MEMFD_HOG = """
+FORK_HOG = """
 import os, time
-def hog(n):
-    fds = []
-    for _ in range(n):
-        fd = os.memfd_create('x')
-        for _ in range(15):
-            os.write(fd, b'x' * (1 << 20))
-        fds.append(fd)
-    return fds
-os.fork()
-fds = hog(45)  # two processes, 1.35 GB written to memory files: RLIMIT_AS does not see it
-time.sleep(3)
+for _ in range(8):  # eight children hold 100 MiB each, each within its own address-space limit
+    if os.fork() == 0:
+        block = bytearray(100 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(10)
+        os._exit(0)
+time.sleep(0.5)
+grown = []
+for _ in range(23):  # then this process grows past them, and past what the container holds
+    grown.append(bytearray(10 << 20))
+    for i in range(0, 10 << 20, 4096):
+        grown[-1][i] = 1
 def f(x):
     return x
 """
@@ -338,8 +340,10 @@ def _docker_only(sandbox) -> None:
 
 def test_memory_filled_outside_the_address_space_limit_is_the_program_s(sandbox):
     _docker_only(sandbox)
-    hog = Job(MEMFD_HOG, (CallTest("f", (1,), 1),), limits=Limits(timeout_s=5.0, memory_mb=256))
-    # The OOM killer takes the test's processes (oom_score_adj 1000), never the executor.
+    hog = Job(FORK_HOG, (CallTest("f", (1,), 1),), limits=Limits(timeout_s=5.0, memory_mb=256))
+    # The address-space limit is per process: forks fill the container past it. The OOM
+    # killer takes the test's processes (oom_score_adj 1000), never the executor. (Memory
+    # files, which kept memory outside every address space, are refused now.)
     only(sandbox.run([hog])[0], {Verdict.MEMORY})
     then_right_answers_pass(sandbox)
 
