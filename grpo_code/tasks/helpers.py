@@ -10,7 +10,7 @@ program in one namespace, so it has this hole). A task's ``helpers`` is trusted 
 judge runs before each script test, after the program's names are bound: the tests then
 call the task's definitions (docs/tasks.md, Helpers). The adapters of HumanEval-shaped
 data fill it in from the prompt with :func:`prompt_helpers` (Python) and
-:func:`native_helpers` (JavaScript: run in its script tests' judge).
+:func:`native_helpers` (JavaScript, C++: for their script tests' judges).
 """
 
 from __future__ import annotations
@@ -40,12 +40,21 @@ _JS_COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def native_helpers(language: str, prompt: str, entry_point: str | None) -> str | None:
-    """A JavaScript prompt's trusted part for a judged script test (docs/sandbox.md,
-    JavaScript's judge): the prompt's text before the entry point's definition, when it
-    defines something (``encodeCyclic``, ``poly``); None when it holds only comments."""
-    if not entry_point or language != "javascript":
+    """A JavaScript or C++ prompt's trusted part for a judged script test (docs/sandbox.md,
+    The judge of native tests). JavaScript: the prompt's text before the entry point's
+    definition, when it defines something (``encodeCyclic``, ``poly``); None when it holds
+    only comments. C++: that text (headers, ``using``, helper functions) with the entry
+    point's signature as a prototype, which types the judge's calls, never the program's
+    text; None when the prompt has no such signature."""
+    if not entry_point or language not in ("javascript", "cpp"):
         return None
     name = re.escape(entry_point)
+    if language == "cpp":
+        found = list(re.finditer(rf"^[^\n;{{}}#]*\b{name}\s*\([^;{{}}()]*\)\s*(?:const\s*)?\{{", prompt, re.M))
+        if not found:
+            return None
+        last = found[-1]
+        return prompt[:last.start()] + last.group(0)[:-1].rstrip() + ";\n"
     found = list(re.finditer(rf"(?:function\s+{name}\s*\(|(?:const|let|var)\s+{name}\s*=)", prompt))
     if not found:
         return None

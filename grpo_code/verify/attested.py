@@ -50,9 +50,14 @@ def attested_only(result: Result | None) -> Result | None:
 
 def script_tasks(tasks: Any) -> list[str]:
     """Ids of the tasks with a test that can only be judged unattested: a ``script`` test
-    of a language whose runner runs it in the program's process (C++; Python and
-    JavaScript script tests run in a judge of their own). Known before anything runs, so a
-    training run can say at its start why such tasks will not score."""
+    that its language's runner runs in the program's process (C++ without the task's
+    declarations in ``helpers``; Python and JavaScript script tests, and C++ ones with
+    declarations, run in a judge of their own). Known before anything runs, so a training
+    run can say at its start why such tasks will not score."""
     items = getattr(tasks, "tasks", tasks)
-    return [t.id for t in items
-            if not RUNNERS[t.language].judged_scripts and any(test.kind == "script" for test in t.tests)]
+    out = []
+    for t in items:
+        codes = [test.code for test in t.tests if test.kind == "script"]
+        if codes and not RUNNERS[t.language].judges(t.helpers, codes):
+            out.append(t.id)
+    return out

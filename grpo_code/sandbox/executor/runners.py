@@ -34,6 +34,8 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+from . import cpp_judged
+
 # No dataclasses here: the executor imports this module into its warm parent, and every
 # module it pulls in (dataclasses brings inspect) makes each fork of a Python test dearer.
 
@@ -79,6 +81,10 @@ class Runner:
     in_process = False
     judged_scripts = False
     """Its script tests run in a judge of their own (attested), not next to the program."""
+
+    def judges(self, helpers: str | None, codes: list[str]) -> bool:
+        """Whether script tests ``codes`` of a job with these ``helpers`` get a judge."""
+        return self.judged_scripts
 
     def missing_tools(self) -> list[str]:
         return [tool for tool in self.tools if shutil.which(tool) is None]
@@ -332,6 +338,14 @@ def _call_harness() -> str:
     return _HARNESS_CACHE["cpp_call"]
 
 
+def _program_part(program: str) -> list[str]:
+    """The program's lines with its own ``main`` renamed, ready for a harness after it."""
+    lines = program.split("\n")
+    k = leading_directives(program)
+    return [*lines[:k], "#define main __grpo_program_main", f'#line {k + 1} "main.cpp"', *lines[k:], "#undef main",
+            '#pragma GCC diagnostic ignored "-Wreturn-type"']
+
+
 def call_unit(program: str, fns: list[str]) -> str:
     """The translation unit of a job's call tests: the program, then the call harness
     (``harness/cpp_call.hpp``) with one table entry per function the tests name. ``::name``
@@ -375,6 +389,10 @@ class CppRunner(Runner):
 
     language = "cpp"
     tools = ("g++",)
+
+    def judges(self, helpers: str | None, codes: list[str]) -> bool:
+        # With the task's declarations (the prompt's prototype): cpp_judged.plan.
+        return cpp_judged.plan(helpers, codes) is not None
     FLAGS = ("-std=c++17", "-O2", "-pipe")
 
     def compile_argv(self, program: str, source: str, output: str) -> list[str]:
@@ -397,6 +415,26 @@ class CppRunner(Runner):
             if test["kind"] == "script":
                 state["position"][i] = len(codes)
                 codes.append(test["code"])
+        judged = cpp_judged.plan(job.get("helpers"), codes) if codes else None
+        if judged is not None:
+            # The tests run in a judge built from trusted text only (cpp_judged.py); the
+            # program answers their calls from a binary of its own. The judge is built
+            # first: tests that do not compile without the program (a header only the
+            # program included) keep the in-process path below, unattested.
+            fns, stubs = judged
+            head, tail = _harness_parts()
+            call_head, _ = _call_harness()
+            helpers = job["helpers"]
+            _write(workdir, "judge.cpp", cpp_judged.judge_unit(helpers, head, call_head, tail, stubs, codes))
+            judge = compile(self.compile_argv(helpers, "judge.cpp", "judge"), "judge")
+            if isinstance(judge, int):
+                # Executable, not readable: the kernel makes the judge's process non-dumpable.
+                os.fchmod(judge, 0o111)
+                state["judge"] = judge
+                _write(workdir, "serve.cpp",
+                       cpp_judged.serve_unit(_program_part(program), undefines, head, call_head, fns))
+                state["serve"] = compile(self.compile_argv(program, "serve.cpp", "serve"), "serve")
+                codes = []
         if codes:
             _write(workdir, "tests.cpp", script_unit(program, codes))
             state["script"] = compile(self.compile_argv(program, "tests.cpp", "tests"), "tests")
@@ -414,7 +452,7 @@ class CppRunner(Runner):
     def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
         test = job["tests"][index]
         kind = test["kind"]
-        build = state[kind]
+        build = state.get(kind)
         if isinstance(build, str):
             return build
         memory = int(job["limits"]["memory_mb"])
@@ -424,6 +462,12 @@ class CppRunner(Runner):
             # Only this test's arguments: never an expected value, never another test's input.
             payload = nonce.encode() + b"\n" + json.dumps(test.get("args", []), allow_nan=True).encode()
             return Launch(["./calls", str(state["position"][index])], build, payload, memory)
+        if "judge" in state:  # judged: the program's process holds no test and no nonce
+            for built in (state["serve"], state["judge"]):
+                if isinstance(built, str):
+                    return built
+            judge = Launch(["./judge", str(state["position"][index])], state["judge"], nonce.encode(), memory)
+            return Launch(["./serve"], state["serve"], b"", memory, judge=judge)
         return Launch(["./tests", str(state["position"][index])], build, nonce.encode(), memory)
 
     def classify(self, signum: int | None, code: int | None, stderr: bytes) -> tuple[str, str] | None:
@@ -432,7 +476,7 @@ class CppRunner(Runner):
         return None
 
     def release(self, state: Any) -> None:
-        for key in ("io", "script", "call"):
+        for key in ("io", "script", "call", "serve", "judge"):
             if isinstance(state.get(key), int):
                 try:
                     os.close(state[key])
