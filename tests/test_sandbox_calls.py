@@ -304,3 +304,17 @@ def test_the_program_cannot_write_back_on_its_request_channel(sandbox):
                "        return 'refused'\n")
     [result] = sandbox.run([Job(program, (CallTest("f", (1,), "refused"),), limits=FAST)])
     assert result.status is Status.PASS, [t.why for t in result.tests]
+
+
+def test_a_write_to_a_closed_pipe_raises_as_under_python3(sandbox):
+    program = ("import os\n"
+               "def f(x):\n"
+               "    r, w = os.pipe()\n"
+               "    os.close(r)\n"
+               "    try:\n"
+               "        os.write(w, b'x')\n"
+               "    except BrokenPipeError:\n"
+               "        return 'raised'\n"
+               "    return 'written'\n")
+    [result] = sandbox.run([Job(program, (CallTest("f", (1,), "raised"),), limits=FAST)])
+    assert result.status is Status.PASS, [t.why for t in result.tests]

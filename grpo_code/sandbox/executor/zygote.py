@@ -155,6 +155,9 @@ def zygote_main() -> int:
 
     confine.prctl(confine.PR_SET_DUMPABLE, 0)
     pychild.default_signals()  # once here, for every program process it forks
+    # ... but SIGPIPE ignored, as python3 starts: a write to a closed pipe raises
+    # BrokenPipeError, which a program may catch, instead of killing it
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     sock = socket.socket(fileno=3)
     confine.prepare_seccomp()
     pychild.warm_up()
