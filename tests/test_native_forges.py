@@ -1,7 +1,8 @@
 """Forged passes of native tests (issue 40, holes 5 and 6), on docker.
 
-A JavaScript or C++ ``script`` test runs its asserts inside the program's process, and a
-program can forge the harness's "completed" report: JavaScript through node's shared
+A C++ ``script`` test without the task's declarations runs its asserts inside the
+program's process (JavaScript's, and C++ ones with declarations, run in a judge of their
+own: tests/test_native_judge.py), and a program can forge the harness's "completed" report: JavaScript through node's shared
 Buffer pool (it holds the harness's payload, nonce included), C++ through a static
 initializer that reads the nonce from fd 4 before ``main``. Against such a test the forge
 must not earn a reward (the result is unattested, and an unattested pass is a fail for the

@@ -324,6 +324,16 @@ def test_cpp_types_come_from_the_declarations_not_the_program(cpp_local):
                                                          ("runtime_error", True)]
 
 
+def test_cpp_function_taken_by_name_gets_a_stand_in(cpp_local):
+    # MultiPL-E binds the function under test to a variable before calling it.
+    decl = "#include <string>\nusing namespace std;\nlong count_upper(std::string s);\n"
+    test = "#include <cassert>\nint main() {\n    auto candidate = count_upper;\n" \
+           "    for (int i = 0; i < 3; i++) assert(candidate(std::string(i, 'A')) == i);\n}\n"
+    program = "#include <string>\nlong count_upper(std::string s) { long n = 0; for (char c : s) n += c == 'A'; return n; }\n"
+    job = Job(program, [ScriptTest(test)], language="cpp", helpers=decl)
+    assert _verdicts(cpp_local, [job]) == [[("pass", True)]]
+
+
 def test_cpp_without_declarations_keeps_the_in_process_path(cpp_local):
     job = Job("#include <string>\nusing namespace std;\nstring guess() { return \"SECRET-9f3a\"; }\n",
               [ScriptTest(CPP_TEST)], language="cpp")

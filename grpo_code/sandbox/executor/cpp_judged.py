@@ -28,7 +28,8 @@ import re
 HARNESS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness")
 _TEXT: dict[str, str] = {}
 
-_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+# Every name of the test: a call, or a function taken by name (MultiPL-E's `auto candidate = f;`).
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\b")
 # A prototype at namespace scope: `<return type> name(<parameters>);` on one line.
 _PROTOTYPE = re.compile(r"^([^\n;{}#/]*?)\b([A-Za-z_]\w*)\s*\(([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*)\)\s*;", re.M)
 _TYPE_WORDS = frozenset(
