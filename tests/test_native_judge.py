@@ -132,6 +132,12 @@ def test_a_program_that_redefines_the_prompts_helper_still_meets_the_tasks_own(l
     ("setTimeout(() => { throw new Error('late') }, 1); const f = () => 1;", "console.assert(f() === 1)", "pass"),
     ("function f(a) { a.push(1); return a.length }", "const a = [0]; console.assert(f(a) === 2 && a.length === 1)",
      "pass"),  # arguments are copies: what the program does to them stays there
+    ("const f = () => 1;", "const assert = require('node:assert'); assert.strictEqual(f(), 1); require('assert/strict')",
+     "pass"),
+    # A module the program wrote into the shared work dir never loads into the judge.
+    ("require('fs').mkdirSync('node_modules/cheat', {recursive: true});\n"
+     "require('fs').writeFileSync('node_modules/cheat/index.js', 'module.exports = () => true');\n"
+     "const f = () => 1;", "f(); console.assert(require('cheat')(f() === 2))", "runtime_error"),
 ])
 def test_the_channel_keeps_javascript_values_and_blame(local, program, code, verdict):
     [[(got, attested)]] = _verdicts(local, [Job(program, [ScriptTest(code)], language="javascript")])

@@ -101,7 +101,16 @@ defineProperty(console, 'assert', {
 const testFile = path.join(process.cwd(), 'test.js');
 const testModule = new Module(testFile, null);
 testModule.filename = testFile;
-for (const [name, value] of [['require', Module.createRequire(testFile)], ['module', testModule],
+// Node's built-in modules only: the work dir is the program's too, and a node_modules it
+// wrote there while the test ran must never load into the judge.
+const loaderRequire = Module.createRequire(testFile);
+const BUILTIN = new Set(Module.builtinModules);
+function testRequire(id) {
+  const bare = typeof id === 'string' && id.startsWith('node:') ? id.slice(5) : id;
+  if (!BUILTIN.has(bare)) throw new Error(`a test may require only node's built-in modules, not ${String_(id)}`);
+  return loaderRequire(id);
+}
+for (const [name, value] of [['require', testRequire], ['module', testModule],
   ['exports', testModule.exports], ['__filename', testFile], ['__dirname', process.cwd()]]) {
   defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
 }
