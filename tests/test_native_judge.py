@@ -340,6 +340,17 @@ def test_cpp_function_taken_by_name_gets_a_stand_in(cpp_local):
     assert _verdicts(cpp_local, [job]) == [[("pass", True)]]
 
 
+def test_cpp_tests_whose_judge_does_not_compile_keep_the_in_process_path(cpp_local):
+    # The test needs <numeric>, which only the program includes: the judge (declarations and
+    # test, no program) does not compile, so the test runs next to the program, unattested.
+    decl = "#include <vector>\nusing namespace std;\nvector<int> twice(vector<int> l);\n"
+    test = "#include <cassert>\nint main() {\n    auto r = twice({1, 2});\n    assert(accumulate(r.begin(), r.end(), 0) == 6);\n}\n"
+    program = "#include <vector>\n#include <numeric>\nusing namespace std;\n" \
+              "vector<int> twice(vector<int> l) { for (auto &x : l) x *= 2; return l; }\n"
+    job = Job(program, [ScriptTest(test)], language="cpp", helpers=decl)
+    assert _verdicts(cpp_local, [job]) == [[("pass", False)]]
+
+
 def test_cpp_without_declarations_keeps_the_in_process_path(cpp_local):
     job = Job("#include <string>\nusing namespace std;\nstring guess() { return \"SECRET-9f3a\"; }\n",
               [ScriptTest(CPP_TEST)], language="cpp")
