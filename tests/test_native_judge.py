@@ -330,6 +330,13 @@ def test_cpp_types_come_from_the_declarations_not_the_program(cpp_local):
                                                          ("runtime_error", True)]
 
 
+def test_cpp_bytes_that_are_not_utf8_come_back_as_they_were(cpp_local):
+    decl = "#include <string>\nusing namespace std;\nstring raw(string s);\n"
+    test = "#include <cassert>\nint main() {\n    assert(raw(\"a\") == string(\"a\\xff\\xe9\"));\n}\n"
+    program = "#include <string>\nusing namespace std;\nstring raw(string s) { return s + \"\\xff\\xe9\"; }\n"
+    assert _verdicts(cpp_local, [Job(program, [ScriptTest(test)], language="cpp", helpers=decl)]) == [[("pass", True)]]
+
+
 def test_cpp_function_taken_by_name_gets_a_stand_in(cpp_local):
     # MultiPL-E binds the function under test to a variable before calling it.
     decl = "#include <string>\nusing namespace std;\nlong count_upper(std::string s);\n"

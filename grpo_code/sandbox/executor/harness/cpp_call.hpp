@@ -350,8 +350,22 @@ template <class T> struct codec<T, std::enable_if_t<std::is_floating_point_v<T>>
 
 template <> struct codec<std::string> {
   static std::string decode(const node &n) {
-    if (n.kind != node::string_v) throw bad_value{"expected a string"};
-    return n.text;
+    if (n.kind == node::string_v) return n.text;
+    // Bytes ({"$b": hex}), as a string that is not UTF-8 is written (a judge reads them back).
+    const node *hex = tagged(n, "$b");
+    if (hex == nullptr || hex->kind != node::string_v || hex->text.size() % 2 != 0) throw bad_value{"expected a string"};
+    std::string out;
+    for (std::size_t i = 0; i < hex->text.size(); i += 2) {
+      int byte = 0;
+      for (std::size_t j = i; j < i + 2; ++j) {
+        char c = hex->text[j];
+        int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0) throw bad_value{"expected a string"};
+        byte = byte * 16 + digit;
+      }
+      out += static_cast<char>(byte);
+    }
+    return out;
   }
   static void encode(const std::string &v, std::string &out) { put_string(out, v.data(), v.size()); }
 };
