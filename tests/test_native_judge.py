@@ -169,7 +169,8 @@ def test_the_judge_is_out_of_the_programs_reach(docker):
 
 @pytest.mark.docker
 @pytest.mark.parametrize("signal, verdict", [("SIGSTOP", "timeout"), ("SIGKILL", "runtime_error"),
-                                             ("SIGTERM", "runtime_error")])
+                                             ("SIGTERM", "runtime_error"),
+                                             ("SIGUSR1", "fail")])  # the judge reads on, judges the answer
 def test_signals_to_the_judge_never_pass(docker, signal, verdict):
     program = FIND_JUDGE + f"const guess = () => {{ for (const p of judges()) process.kill(+p, '{signal}'); return 'x'; }};\n"
     [result] = docker.run([Job(program, [ScriptTest(TEST)], language="javascript", limits=Limits(timeout_s=2))])
@@ -396,3 +397,35 @@ def test_cpp_signals_to_the_judge_never_pass(cpp_docker, signal, verdict):
     program = CPP_FIND_JUDGE + f"string guess() {{ for (int p : judges()) kill(p, {signal}); return \"x\"; }}\n"
     [result] = cpp_docker.run([_cpp(program, timeout_s=2.0)])
     assert [(t.verdict.value, t.attested) for t in result.tests] == [(verdict, True)], result
+
+
+# The red team's forge: watch every name the harness looks up (a Proxy in the global
+# object's prototype chain), and answer with an unseen word of the expected length. Had the
+# program been told the test's words, `'lm'` among them, it would pass.
+LOOKUP_SPY = """const seen = [];
+const P = Object.getPrototypeOf(globalThis);
+Object.setPrototypeOf(globalThis, new Proxy(P, { has(t, k) { if (typeof k === 'string') seen.push(k); return Reflect.has(t, k); } }));
+function encrypt(s) {
+  const known = new Set(['testEncrypt', 'console', 'assert', 'encrypt', 'const']);
+  const found = seen.filter((n) => !known.has(n) && n.length === s.length && n !== s);
+  return found.length ? found[0] : '';
+}
+"""
+ENCRYPT_TEST = ("const testEncrypt = () => {\n  console.assert(encrypt('hi') === 'lm')\n"
+                "  console.assert(encrypt('asdfghjkl') === 'ewhjklnop') // a comment: 'nop'\n}\ntestEncrypt()\n")
+
+
+@pytest.mark.parametrize("entry_point", ["encrypt", None])
+def test_the_program_is_told_no_word_of_the_test(local, entry_point):
+    job = Job(LOOKUP_SPY, [ScriptTest(ENCRYPT_TEST)], language="javascript", entry_point=entry_point)
+    [result] = local.run([job])
+    assert [(t.verdict.value, t.attested) for t in result.tests] == [("fail", True)], result
+
+
+def test_a_bare_assert_in_the_test_is_nodes_not_the_programs(local):
+    code = "assert(sortThird([5, 1, 2]).join(',') === '1,2,5')\n"
+    forge = "function sortThird(l) { return [42]; }\nfunction assert() {}\n"
+    right = "function sortThird(l) { return [...l].sort((a, b) => a - b); }\n"
+    results = local.run([Job(p, [ScriptTest(code)], language="javascript", entry_point="sortThird")
+                         for p in (forge, right)])
+    assert [[(t.verdict.value, t.attested) for t in r.tests] for r in results] == [[("fail", True)], [("pass", True)]]

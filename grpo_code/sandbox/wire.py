@@ -165,8 +165,11 @@ def job_deadline_s(wire: dict[str, Any]) -> float:
     checking = sum(1 for t in wire["tests"] if t.get("checker")) * max(CHECKER_MIN_S, 2 * timeout_s)
     deadline = 10.0 + math.ceil((per_test * len(wire["tests"]) + checking) * 1.2)
     if "compile_timeout_s" in wire["limits"]:
-        # at most one build per test kind (C++: the program alone for io, with the tests for script)
-        builds = len({t["kind"] for t in wire["tests"]})
+        # at most one build per test kind (C++: the program alone for io, with the call harness
+        # for call tests), and two for script tests (the judge and the program's server, or
+        # the judge and then the in-process binary where the judge does not compile)
+        kinds = {t["kind"] for t in wire["tests"]}
+        builds = len(kinds) + ("script" in kinds)
         deadline += builds * (float(wire["limits"]["compile_timeout_s"]) + 2.0)
     return deadline
 

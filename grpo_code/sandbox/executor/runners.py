@@ -34,7 +34,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from . import cpp_judged
+from . import cpp_judged, js_judged
 
 # No dataclasses here: the executor imports this module into its warm parent, and every
 # module it pulls in (dataclasses brings inspect) makes each fork of a Python test dearer.
@@ -187,7 +187,7 @@ class JavaScriptRunner(Runner):
         if test["kind"] == "script":
             # Judged: the program's process serves calls and holds no test; the judge
             # (harness/javascript_judge.js) holds the test, the helpers and the nonce.
-            serve = {"kind": "serve", "program": job["program"], "names": js_names(test["code"])}
+            serve = {"kind": "serve", "program": job["program"], "names": js_judged.names(job, test["code"])}
             judge = {"nonce": nonce, "code": test["code"], "helpers": job.get("helpers") or "",
                      "max_bytes": JUDGE_ANSWER_LIMIT}
             return Launch(argv + [state["harness"]], state["node"], json.dumps(serve).encode(),
@@ -210,16 +210,6 @@ class JavaScriptRunner(Runner):
 JUDGE_ANSWER_LIMIT = 64 * 1024 * 1024
 """The longest answer (one encoded value) a judge reads from the program's process; a
 longer one breaks the channel, the program's ``fail``."""
-
-_JS_NAME = re.compile(r"[A-Za-z_$][\w$]*")
-
-
-def js_names(code: str) -> list[str]:
-    """The names a JavaScript test may take from the program: its identifiers (the
-    program's process reports which of them are its functions; the judge keeps its own
-    builtins). Identifiers only, never the test's values."""
-    return sorted(set(_JS_NAME.findall(code)))
-
 
 # --------------------------------------------------------------------------- C++
 

@@ -110,8 +110,11 @@ function testRequire(id) {
   if (!BUILTIN.has(bare)) throw new Error(`a test may require only node's built-in modules, not ${String_(id)}`);
   return loaderRequire(id);
 }
+// `assert` too, as node's REPL has it: a test that calls a bare assert(...) calls node's,
+// never a function of the program's named so (a stand-in is made only where the judge
+// has no such name).
 for (const [name, value] of [['require', testRequire], ['module', testModule],
-  ['exports', testModule.exports], ['__filename', testFile], ['__dirname', process.cwd()]]) {
+  ['exports', testModule.exports], ['__filename', testFile], ['__dirname', process.cwd()], ['assert', assert]]) {
   defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
 }
 

@@ -149,7 +149,8 @@ function lineReader(fd, maxBytes) {
       try {
         n = fs.readSync(fd, buf, 0, buf.length, null);
       } catch (err) {
-        if (err && err.code === 'EAGAIN') continue;
+        // EINTR: a signal the program sent this process (SIGUSR1) interrupted the read
+        if (err && (err.code === 'EAGAIN' || err.code === 'EINTR')) continue;
         if (err && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) return null;
         throw err;
       }
@@ -167,7 +168,7 @@ function writeAll(fd, text) {
     try {
       off += fs.writeSync(fd, data, off, data.length - off);
     } catch (err) {
-      if (err && err.code === 'EAGAIN') continue;
+      if (err && (err.code === 'EAGAIN' || err.code === 'EINTR')) continue;
       throw err;
     }
   }
