@@ -30,10 +30,10 @@ if __name__ == "__main__":
         from grpo_executor import judge, main, native, pyjob, zygote  # noqa: F401
 
         sys.exit(0)
-    if sys.argv[1:] == ["--zygote"]:
+    if sys.argv[1:2] == ["--zygote"]:
         from grpo_executor import zygote  # and nothing else of the executor's: a small process to fork
 
-        sys.exit(zygote.zygote_main())
+        sys.exit(zygote.zygote_main(sys.argv[2:]))
     from grpo_executor import main as executor_main
 
     sys.exit(executor_main.main(sys.argv[1:], HERE))

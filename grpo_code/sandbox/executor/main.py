@@ -286,7 +286,7 @@ def main(argv: list[str], entry: str) -> int:
     for fd in (chan_in, chan_out):
         os.set_inheritable(fd, False)
     # The zygote starts before any job is read, from a fresh interpreter.
-    zygote = Zygote(entry)
+    zygote = Zygote(entry, workdir)
     zygote.start()
     # Objects alive now are never collected: moving them out of the GC's sight keeps a
     # child's collections from touching (and copying) the parent's pages.

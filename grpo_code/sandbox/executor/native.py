@@ -20,7 +20,7 @@ import socket
 import time
 
 from . import budget, calls, pyjob, spawn, verdict
-from .confine import confine, first_to_go, prepare_seccomp, writable_only
+from .confine import confine, first_to_go, prepare_seccomp, prepare_writable, writable_only, writable_paths
 from .pychild import EXIT_HARNESS, MIB, REPORT_LIMIT, default_signals, place_fds, set_limits
 
 _type = type
@@ -45,6 +45,14 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None, extr
     try:
         os.setpgid(0, 0)
         set_limits(limits, cpu_s)
+        # Before place_fds, which closes the executor's prepared ruleset with every other fd
+        # the test does not get; a failure is said on the test's stderr once it is in place.
+        try:
+            first_to_go()
+            writable_only(writable_paths(os.getcwd()))  # so that it cannot write its oom_score_adj back down
+            unconfined = None
+        except OSError as exc:
+            unconfined = exc
         executable = launch.executable
         tail = [*extra, ready] if ready is not None else list(extra)
         place_fds([*stdio, payload_fd, executable if _type(executable) is int else None, launch.aux_fd, *tail])
@@ -57,12 +65,9 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None, extr
         import resource
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        try:
-            first_to_go()
-            writable_only([os.getcwd(), "/dev"])  # so that it cannot write its oom_score_adj back down
-        except OSError as exc:  # loud: a test the OOM killer would spare could kill the executor
-            os.write(2, f"grpo-code harness: could not confine the test's memory: {exc}\n".encode())
-            raise
+        if unconfined is not None:  # loud: a test the OOM killer would spare could kill the executor
+            os.write(2, f"grpo-code harness: could not confine the test's memory: {unconfined}\n".encode())
+            raise unconfined
         mem = int(launch.memory_mb) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         default_signals()
@@ -103,6 +108,7 @@ def set_spare(pids: tuple[int, ...]) -> None:
     global _SPARE, _SECCOMP_READY
     _SPARE = pids
     _SECCOMP_READY = prepare_seccomp()
+    prepare_writable(writable_paths(os.getcwd()))  # the job's work dir: built once, used per test
 
 
 def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> int | str:

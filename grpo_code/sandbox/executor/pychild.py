@@ -36,7 +36,7 @@ import traceback
 import types
 
 from . import codec, ending, protocol
-from .confine import _SECCOMP, PR_SET_DUMPABLE, confine, first_to_go, prctl, writable_only
+from .confine import _SECCOMP, PR_SET_DUMPABLE, confine, prctl
 
 REPORT_FD = 3
 CHANNEL_FD = 4
@@ -119,15 +119,14 @@ def program_main(fds: list[int]) -> None:
         os.close(fds[0])
         limits = request["limits"]
         set_limits(limits, hard=resource.RLIM_INFINITY if request["kind"] == "calls" else None)
+        # Dumpable again (the zygote is not): the program may read its own /proc/self;
+        # there is nothing here it should not see. Its oom_score_adj (1000) and the
+        # Landlock domain that keeps it so are the zygote's, inherited.
+        prctl(PR_SET_DUMPABLE, 1)
         place_fds(fds[1:])
         nofile = int(limits.get("nofile", 64))
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         os.chdir(request["cwd"])
-        # Dumpable again (the zygote is not): the program may read its own /proc/self;
-        # there is nothing here it should not see.
-        prctl(PR_SET_DUMPABLE, 1)
-        first_to_go()
-        writable_only(_writable(request["cwd"]))  # ... and it stays so: /proc/self is not writable
         mem = int(limits["memory_mb"]) * MIB
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         if _SECCOMP and _SECCOMP[0] is not None and not confine():
@@ -139,16 +138,6 @@ def program_main(fds: list[int]) -> None:
     except BaseException:
         pass
     _exit(code)
-
-
-def _writable(cwd: str) -> list[str]:
-    """Where a test may open files for writing: its work directory, ``/dev`` (``/dev/null``,
-    ``/dev/shm``, ``/dev/mqueue``) and ``$TMPDIR`` (the work directory in a container)."""
-    paths = [cwd, "/dev"]
-    tmp = os.environ.get("TMPDIR")
-    if tmp and os.path.isdir(tmp):
-        paths.append(tmp)
-    return paths
 
 
 def _report(payload: dict) -> None:

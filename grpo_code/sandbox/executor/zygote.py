@@ -36,8 +36,9 @@ process may keep stopping the zygote); then the zygote is replaced."""
 class Zygote:
     """The executor's handle on its zygote process."""
 
-    def __init__(self, entry: str):
+    def __init__(self, entry: str, workdir: str | None = None):
         self.entry = entry
+        self.workdir = workdir  # where its programs run: their Landlock ruleset is built once for it
         self.pid = None
         self.sock = None
         self._buf = b""
@@ -52,7 +53,8 @@ class Zygote:
                 os.set_inheritable(fd, True)
                 os.dup2(fd, 3)
                 os.closerange(4, 4096)
-                os.execv(sys.executable, [sys.executable, "-I", self.entry, _ZYGOTE_ARG])
+                os.execv(sys.executable, [sys.executable, "-I", self.entry, _ZYGOTE_ARG,
+                                          *(["--workdir", self.workdir] if self.workdir else [])])
             finally:
                 os._exit(127)
         child.close()
@@ -148,7 +150,7 @@ class Zygote:
             self.pid = None
 
 
-def zygote_main() -> int:
+def zygote_main(args: list[str] = ()) -> int:
     """The zygote's loop (fd 3 is its socket to the executor): fork the program's process,
     answer its pid, wait for it and answer how it ended."""
     from . import confine, pychild
@@ -160,6 +162,12 @@ def zygote_main() -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     sock = socket.socket(fileno=3)
     confine.prepare_seccomp()
+    # What every program process it forks must be, set once here and inherited: the OOM
+    # killer's first choice, and unable to write that back down (Landlock). Set per test,
+    # they cost a third of a millisecond of each; the zygote writes no file, and a zygote
+    # the OOM killer takes is replaced (the test's own verdict).
+    confine.first_to_go()
+    confine.writable_only(confine.writable_paths(args[1] if args[:1] == ["--workdir"] and len(args) > 1 else "/tmp"))
     pychild.warm_up()
     # Objects alive now are never collected: out of the GC's sight, a child's collections
     # do not touch (and copy) the pages they live on.
