@@ -159,22 +159,30 @@ class NodeSandbox:
         if held is not None:
             # Large expected values stay here: an answer written exactly as one passes on its
             # digest; any other answer is undecided there, and the job goes again, whole.
-            # Where a value is too large to send at all, the digest decides: not its exact
-            # encoding is a fail (never an infra_error, which a wrong answer would escape to).
-            final = isinstance(split_wire(wire), str)
-            result = self._run(pool, job, held, start, undecided_fails=final)
+            result = self._run(pool, job, held, start)
             if result is not None:
                 return result
-        result = self._run(pool, job, wire, start)
+            parts = split_wire(wire)
+            if isinstance(parts, str):
+                # A value too large to send at all: the digest decides, and an answer that is
+                # not its exact encoding is a fail (never the infra_error a wrong answer would
+                # escape to). The job runs again, held (rare: a test over 48 MiB).
+                result = self._run(pool, job, held, start, undecided_fails=True)
+                if result is not None:
+                    return result
+            result = self._run(pool, job, wire, start, parts)
+        else:
+            result = self._run(pool, job, wire, start)
         if result is None:  # a bug of ours, not the program's: loud, never a masked infra_error
             raise RuntimeError("the executor left a test undecided with its expected value in hand")
         return result
 
     def _run(self, pool: WorkerPool, job: Job, wire: dict[str, Any], start: float,
-             undecided_fails: bool = False) -> Result | None:
-        """The job's result from one sending of ``wire`` (``None``: a test was undecided,
-        unless ``undecided_fails``: then such a test is a fail)."""
-        parts = split_wire(wire)
+             parts: list[dict[str, Any]] | str | None = None, undecided_fails: bool = False) -> Result | None:
+        """The job's result from one sending of ``wire`` (``parts``: its split, when known;
+        ``None``: a test was undecided, unless ``undecided_fails``: then such a test is a fail)."""
+        if parts is None:
+            parts = split_wire(wire)
         if isinstance(parts, str):
             return Result.infra_error(len(job.tests), parts)
         results = []
