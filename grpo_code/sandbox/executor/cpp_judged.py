@@ -37,11 +37,19 @@ _TYPE_WORDS = frozenset(
 )
 
 
-def _harness(name: str) -> str:
+def harness(name: str) -> str:
+    """The text of ``harness/<name>``, read once."""
     if name not in _TEXT:
         with open(os.path.join(HARNESS_DIR, name)) as f:
             _TEXT[name] = f.read()
     return _TEXT[name]
+
+
+def harness_parts(name: str, marker: str) -> tuple[str, str]:
+    """``harness/<name>`` cut at its ``// @@<marker>@@`` line, where generated code goes."""
+    head, sep, tail = harness(name).partition(f"\n// @@{marker}@@\n")
+    assert sep, f"harness/{name} lost its @@{marker}@@ line"
+    return head, tail
 
 
 def _split_parameters(text: str) -> list[str]:
@@ -103,8 +111,7 @@ def serve_unit(program_part: list[str], undefines, head: str, call_head: str, fn
     harness heads and ``cpp_serve.hpp`` with one table entry per function, after
     ``undefines(harness text)`` (so a program's ``#define int long long`` leaves the
     harness alone)."""
-    serve_head, sep, serve_tail = _harness("cpp_serve.hpp").partition("\n// @@serve@@\n")
-    assert sep, "harness/cpp_serve.hpp lost its @@serve@@ line"
+    serve_head, serve_tail = harness_parts("cpp_serve.hpp", "serve")
     table = "static std::string (*const __grpo_serve[])(const __grpo_call::node &) = {\n"
     table += "".join(f"  [](const __grpo_call::node &a) {{ return __grpo_call::answer(&::{fn}, a); }},\n"
                      for fn in fns)
@@ -118,7 +125,7 @@ def judge_unit(helpers: str, head: str, call_head: str, tail: str, stubs: list[s
     script test of the job (``main`` renamed, asserts armed) and ``cpp.hpp``'s ``main``
     running test ``argv[1]``. Trusted text only."""
     out = ['#line 1 "declarations.cpp"', helpers, '#line 1 "grpo_harness.hpp"', head, call_head,
-           _harness("cpp_judge.hpp"), *stubs, '#pragma GCC diagnostic ignored "-Wreturn-type"']
+           harness("cpp_judge.hpp"), *stubs, '#pragma GCC diagnostic ignored "-Wreturn-type"']
     table = []
     for i, code in enumerate(codes):
         out += ["#undef NDEBUG", "#undef assert", "#include <assert.h>",

@@ -39,7 +39,7 @@ from . import cpp_judged, js_judged
 # No dataclasses here: the executor imports this module into its warm parent, and every
 # module it pulls in (dataclasses brings inspect) makes each fork of a Python test dearer.
 
-HARNESS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness")
+HARNESS_DIR = cpp_judged.HARNESS_DIR
 
 # compile(argv, output, memory_mb=None) -> the file ``output`` as a sealed, read-only fd
 # (an executable the executor can exec) or the compiler's message when the build failed.
@@ -274,33 +274,14 @@ def leading_directives(program: str) -> int:
 _BITS_STDCXX = re.compile(r"^\s*#\s*include\s*<bits/stdc\+\+\.h>", re.M)
 
 
-_HARNESS_CACHE: dict[str, tuple[str, str]] = {}
-
-
 def _harness_parts() -> tuple[str, str]:
-    if "cpp" not in _HARNESS_CACHE:
-        with open(os.path.join(HARNESS_DIR, "cpp.hpp")) as f:
-            text = f.read()
-        head, sep, tail = text.partition("\n// @@tests@@\n")
-        assert sep, "harness/cpp.hpp lost its @@tests@@ line"
-        _HARNESS_CACHE["cpp"] = (head, tail)
-    return _HARNESS_CACHE["cpp"]
+    return cpp_judged.harness_parts("cpp.hpp", "tests")
 
 
 def script_unit(program: str, codes: list[str]) -> str:
     """The translation unit of a job's script tests: program, tests, harness main()."""
     head, tail = _harness_parts()
-    lines = program.split("\n")
-    k = leading_directives(program)
-    out = [
-        *lines[:k],
-        # The program's own main (an answer often has one) becomes a plain function.
-        "#define main __grpo_program_main",
-        f'#line {k + 1} "main.cpp"',
-        *lines[k:],
-        "#undef main",
-        '#pragma GCC diagnostic ignored "-Wreturn-type"',
-    ]
+    out = _program_part(program)
     table = []
     for i, code in enumerate(codes):
         out += undefines(code)
@@ -318,18 +299,13 @@ def script_unit(program: str, codes: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _call_harness() -> str:
-    if "cpp_call" not in _HARNESS_CACHE:
-        with open(os.path.join(HARNESS_DIR, "cpp_call.hpp")) as f:
-            text = f.read()
-        head, sep, tail = text.partition("\n// @@calls@@\n")
-        assert sep, "harness/cpp_call.hpp lost its @@calls@@ line"
-        _HARNESS_CACHE["cpp_call"] = (head, tail)
-    return _HARNESS_CACHE["cpp_call"]
+def _call_harness() -> tuple[str, str]:
+    return cpp_judged.harness_parts("cpp_call.hpp", "calls")
 
 
 def _program_part(program: str) -> list[str]:
-    """The program's lines with its own ``main`` renamed, ready for a harness after it."""
+    """The program's lines with its own ``main`` (an answer often has one) renamed to a
+    plain function, ready for a harness after it."""
     lines = program.split("\n")
     k = leading_directives(program)
     return [*lines[:k], "#define main __grpo_program_main", f'#line {k + 1} "main.cpp"', *lines[k:], "#undef main",

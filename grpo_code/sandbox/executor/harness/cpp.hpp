@@ -145,6 +145,26 @@ static void __grpo_report_exception(const char *prefix, const std::type_info &ty
   __grpo_report("runtime_error", message.data);
 }
 
+// Runs the program's code (a test's main, a call): an exception that escapes it ends the
+// process with its verdict (memory, runtime_error). The call harness uses it too.
+template <class F> static void __grpo_guarded(F run) {
+  try {
+    run();
+  } catch (const std::bad_alloc &) {
+    __grpo_flush();
+    __grpo_report("memory", nullptr);
+    ::_exit(1);
+  } catch (const std::exception &e) {
+    __grpo_flush();
+    __grpo_report_exception("uncaught exception ", typeid(e), e.what());
+    ::_exit(1);
+  } catch (...) {
+    __grpo_flush();
+    __grpo_report("runtime_error", "uncaught exception of a type not derived from std::exception");
+    ::_exit(1);
+  }
+}
+
 // @@tests@@
 
 int main(int argc, char **argv) {
@@ -166,21 +186,7 @@ int main(int argc, char **argv) {
     __grpo_report("runtime_error", "harness: test index out of range");
     ::_exit(1);
   }
-  try {
-    __grpo_tests[index]();
-  } catch (const std::bad_alloc &) {
-    __grpo_flush();
-    __grpo_report("memory", nullptr);
-    ::_exit(1);
-  } catch (const std::exception &e) {
-    __grpo_flush();
-    __grpo_report_exception("uncaught exception ", typeid(e), e.what());
-    ::_exit(1);
-  } catch (...) {
-    __grpo_flush();
-    __grpo_report("runtime_error", "uncaught exception of a type not derived from std::exception");
-    ::_exit(1);
-  }
+  __grpo_guarded([&] { __grpo_tests[index](); });
   __grpo_flush();
   __grpo_report("completed", nullptr);
   ::_exit(0);

@@ -576,7 +576,7 @@ int main(int argc, char **argv) {
     for (const char *p = argv[1]; *p >= '0' && *p <= '9'; ++p) index = index * 10 + (*p - '0');
   }
   if (index < 0 || index >= __grpo_call_count) __grpo_call::fail("harness: function index out of range");
-  try {
+  __grpo_guarded([&] {
     __grpo_call::reader in{payload.data() + cut + 1, payload.data() + payload.size()};
     __grpo_call::node args;
     try {
@@ -585,18 +585,6 @@ int main(int argc, char **argv) {
       __grpo_call::fail(std::string("harness: unreadable arguments: ") + bad.why);
     }
     __grpo_calls[index](args);
-  } catch (const std::bad_alloc &) {
-    __grpo_flush();
-    __grpo_report("memory", nullptr);
-    ::_exit(1);
-  } catch (const std::exception &e) {
-    __grpo_flush();
-    __grpo_report_exception("uncaught exception ", typeid(e), e.what());
-    ::_exit(1);
-  } catch (...) {
-    __grpo_flush();
-    __grpo_report("runtime_error", "uncaught exception of a type not derived from std::exception");
-    ::_exit(1);
-  }
+  });
   __grpo_call::fail("harness: the call returned no value");
 }
