@@ -216,14 +216,16 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     from grpo_code.training.callbacks import MetricsLog, ProgressBar
     from grpo_code.training.filter import PromptFilter
     from grpo_code.training.packing import trim_padding_for
+    from grpo_code.training.rollout_log import RolloutLog
+    from grpo_code.training.rollouts import PromptIndex, Rollouts, training_sampling
     from grpo_code.training.trainer import GrpoCodeTrainer
-    from grpo_code.training.trl_seam import end_token_ids
     from grpo_code.verify.attested import script_tasks
     from grpo_code.verify.early import EarlyJobs
 
     suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
     train_tasks = suite.split(cfg.tasks.train_split)
     args = grpo_args(cfg, run_dir)
+    training_sampling(args)  # settings the rollouts do not implement are refused before anything loads
     resolved = resolve(cfg.model.name, log)
     if resolved.adapter:
         raise TrainError(f"{cfg.model.name} is a LoRA adapter", "train from its base model with model.peft set")
@@ -254,6 +256,10 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
                 for t in train_tasks.tasks]
         dataset = Dataset.from_list(rows)
+        index = PromptIndex(rows)
+        if index.shared:
+            log(f"note: {len(index.shared)} training prompt(s) are shared by several tasks: their completions "
+                "are scored after generation, by each row's own task")
         multi_turn_on = cfg.train.multi_turn.turns > 1
         # A multi-turn rollout's reward is on the hidden tests (those no feedback can quote).
         scored_tasks = train_tasks if not multi_turn_on else dataclasses.replace(
@@ -264,18 +270,19 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             log(f"warning: {len(native_scripts)} of {len(scored_tasks.tasks)} tasks of suite {suite.name} have script "
                 "tests judged inside the program's process (unattested): their passes count as fails "
                 f"(rewards.tests.trust_unattested, docs/rewards.md): {', '.join(native_scripts[:5])}")
-        multi = multi_turn(cfg, style, verifier, log)
+        multi = multi_turn(cfg, style, index, verifier, log)
         judge = build_judge(cfg.rewards.judge, scored_tasks)
         early = (EarlyJobs(verifier, style, on_program=judge.early if judge is not None else None)
                  if cfg.rewards.overlap and multi is None else None)
-        funcs = build_reward_funcs(cfg.rewards, verifier, style=style, end_token_ids=end_token_ids(model, tokenizer),
-                                   turn_cost=cfg.train.multi_turn.turn_cost, early=early, judge=judge)
+        rollouts = multi or Rollouts(index, verifier, style, early, stop_after_code=cfg.train.stop_after_code)
+        funcs = build_reward_funcs(cfg.rewards, verifier, style=style, turn_cost=cfg.train.multi_turn.turn_cost,
+                                   judge=judge, log=RolloutLog(run_dir / "completions.jsonl", prompt_filter,
+                                                               args.num_generations))
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's public hook for this
         trainer = GrpoCodeTrainer(
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
-            peft_config=peft_config, callbacks=[metrics, ProgressBar(console)],
-            code_reward=funcs[0], early=early, prompt_filter=prompt_filter, rollout_func=multi,
-            stop_after_code=cfg.train.stop_after_code, trim_padding=trim_padding,
-            completions_path=run_dir / "completions.jsonl",
+            peft_config=peft_config, callbacks=[metrics, ProgressBar(console)], prompt_filter=prompt_filter,
+            rollout_func=rollouts, trim_padding=trim_padding,
         )
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.
         trainer.remove_callback(PrinterCallback)
@@ -298,7 +305,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started)
 
 
-def multi_turn(cfg: RunConfig, style: str, verifier: Any, log: Callable[[str], None]) -> Any:
+def multi_turn(cfg: RunConfig, style: str, index: Any, verifier: Any, log: Callable[[str], None]) -> Any:
     """The multi-turn rollout of ``train.multi_turn`` (``None``: single-turn), with what it turns off said."""
     mt = cfg.train.multi_turn
     if mt.turns <= 1:
@@ -314,8 +321,7 @@ def multi_turn(cfg: RunConfig, style: str, verifier: Any, log: Callable[[str], N
     if cfg.rewards.overlap:
         log("note: multi-turn rollouts score the last answer once the rollout is over (rewards.overlap's early "
             "scoring is off); each turn's checks still start as rows end")
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's hook for this
-    return MultiTurnRollout(verifier, mt.turns, template)
+    return MultiTurnRollout(index, verifier, mt.turns, template)
 
 
 def _steps(w: Window, end: str) -> str:

@@ -125,68 +125,59 @@ def test_eval_turns_feed_back_public_failures_count_by_turn_and_resume(tmp_path:
 
 
 class FakeTrainer:
-    """What a rollout uses of the trainer, with scripted answers: task a is right once told,
-    task b never. Records the prompt ids of every turn."""
+    """What a rollout uses of the trainer, with scripted answers (``sample_rows``): task a is
+    right once told, task b never. Records the prompt ids of every turn; even rows end
+    while the others are still generating."""
 
     num_generations = 2
 
-    def __init__(self, tokenizer, task_ids: list[str]) -> None:
+    def __init__(self, tokenizer) -> None:
+        from types import SimpleNamespace
+
         self.processing_class = tokenizer
-        self.batch_task_ids = task_ids
         self.turn_prompts: list[list[list[int]]] = []
-        self.metrics: dict[str, float] = {}
-        self._rows = task_ids
-        self._on_end = None
-        self.end_token_ids = [tokenizer.eos_token_id]
+        self.state = SimpleNamespace(global_step=0)
+        self.args = SimpleNamespace(seed=0)
+        self.accelerator = SimpleNamespace(process_index=0)
 
-    def tokenize_prompts(self, prompts):  # noqa: ANN001, ANN201
-        return [self.processing_class.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
-                                                          return_dict=True)["input_ids"] for p in prompts]
+    def sample_rows(self, trainer, prompt_ids, seed, watch):  # noqa: ANN001, ANN201
+        from grpo_code.generation.stream import END, Sample
 
-    def rows_of(self, task_ids, on_end=None):  # noqa: ANN001, ANN201
-        from contextlib import contextmanager
-
-        @contextmanager
-        def block():
-            self._rows, self._on_end = task_ids, on_end
-            yield
-
-        return block()
-
-    def generate_turn(self, prompt_ids, num_generations=1):  # noqa: ANN001, ANN201
         self.turn_prompts.append(prompt_ids)
         later = len(self.turn_prompts) > 1
         out = []
-        for task_id in self._rows:
-            program = _task("a")["reference"] if later and task_id == "mt/a" else "def f(x):\n    return 0\n"
-            ids = self.processing_class(f"```python\n{program}```", add_special_tokens=False)["input_ids"]
-            out.append(ids + [self.processing_class.eos_token_id])
+        for ids in prompt_ids:
+            right = later and "Task a:" in self.processing_class.decode(ids)
+            program = _task("a")["reference"] if right else "def f(x):\n    return 0\n"
+            answer = self.processing_class(f"```python\n{program}```", add_special_tokens=False)["input_ids"]
+            out.append(Sample(answer + [self.processing_class.eos_token_id], END))
         for i in range(0, len(out), 2):  # these rows end early: their checks start during the turn
-            if self._on_end is not None:
-                self._on_end(i, out[i])
-        return out, None
-
-    def log_metric(self, name: str, value: float) -> None:
-        self.metrics[name] = value
+            if watch is not None:
+                watch.finish(i, out[i])
+        return out
 
 
-def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(demo_model_dir: Path) -> None:
+def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(demo_model_dir: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from transformers import AutoTokenizer
 
     from grpo_code.tasks.prompts import render
-    from grpo_code.training.multiturn import MultiTurnRollout
+    from grpo_code.training import multiturn
+    from grpo_code.training.rollouts import PromptIndex
     from grpo_code.verify.verifier import Verifier
 
     tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
     tasks = {t["id"]: task_from_dict(t, "t") for t in (_task("a"), _task("b"))}
     rows = ["mt/a", "mt/a", "mt/b", "mt/b"]
     prompts = [render(tasks[t], "chat").for_trl() for t in rows]
-    trainer = FakeTrainer(tokenizer, rows)
+    trainer = FakeTrainer(tokenizer)
+    monkeypatch.setattr(multiturn, "sample_rows", trainer.sample_rows)
+    index = PromptIndex([{"prompt": p, "task_id": t} for p, t in zip(prompts, rows, strict=True)])
     with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
         submitted = []
         submit = sandbox.submit
         sandbox.submit = lambda job: submitted.append(job) or submit(job)  # type: ignore[method-assign]
-        rollout = MultiTurnRollout(Verifier(tasks, sandbox), turns=3)
+        rollout = multiturn.MultiTurnRollout(index, Verifier(tasks, sandbox), turns=3)
         out = rollout(prompts, trainer)
     assert len(submitted) == 4 + 4  # after turns 1 and 2; a check started early is not run again
     assert out["turns"] == [2, 2, 3, 3]  # a: fixed at turn 2, then its public test passes
@@ -207,4 +198,6 @@ def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(dem
     for i, r in enumerate([0, 1, 2, 3]):
         assert trainer.turn_prompts[1][i][:len(trainer.turn_prompts[0][r])] == trainer.turn_prompts[0][r]
     assert [a[-1]["content"].startswith("```python") for a in out["final_answer"]] == [True] * 4
-    assert trainer.metrics["multi_turn/second_turn_frac"] == 1.0 and trainer.metrics["multi_turn/turns_mean"] == 2.5
+    metrics = out["rollout_batch"].metrics
+    assert metrics["multi_turn/second_turn_frac"] == 1.0 and metrics["multi_turn/turns_mean"] == 2.5
+    assert [r.task_id for r in out["rollout"]] == rows and all(r.ended == "end" for r in out["rollout"])

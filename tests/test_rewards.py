@@ -31,7 +31,7 @@ from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import CallTest, Job, Limits, Result, ScriptTest, Status, TestResult, Verdict
 from grpo_code.tasks import Task
 from grpo_code.tasks.prompts import completion_text
-from grpo_code.verify.early import EarlyJobs, cut_at_limit
+from grpo_code.verify.early import EarlyJobs
 from grpo_code.verify.store import RewardCache, cache_key
 from grpo_code.verify.verifier import UnknownTask
 
@@ -330,9 +330,6 @@ class Scorer:
     def submit_early(self, task, text, truncated=False):
         return self.early.submit(task.id, text, truncated)
 
-    def claim(self, task, text, truncated=False):
-        return self.early.claim(task, text, "chat", truncated)
-
     def speculate(self, task, text):
         return self.early.speculate(task.id, text)
 
@@ -456,18 +453,33 @@ def test_scorer_reruns_cached_results_after_a_harness_fix(tmp_path: Path, monkey
     scorer.close()
 
 
-def test_early_submission_is_claimed_not_resubmitted():
+def record(task_id, text, ended="end", handle=None):
+    """A rollout record as training's rollouts make them (token ids are not read here)."""
+    from grpo_code.training.rollouts import Rollout
+
+    return Rollout(task_id, [1], [2], text, ended, None, 0, 0.0, handle)
+
+
+def test_an_early_handle_rides_its_record_into_the_reward_function():
     sb = FakeSandbox(judge)
     scorer = Scorer(RewardsConfig(), sb, image_id="img")
     task = add_task()
     early = scorer.submit_early(task, HALF)
-    claimed = scorer.claim(task, HALF)
-    assert claimed is early and claimed.source == "executed"
-    # a second claim of the same text has no early handle left: it shares the running job
-    assert scorer.claim(task, HALF).source == "inflight"
-    assert len(sb.submitted) == 1
-    scorer.submit_early(task, GOOD)
-    assert scorer.discard_early() == 1
+    assert early.source == "executed" and len(sb.submitted) == 1
+    [func] = build_reward_funcs(RewardsConfig(), scorer.verifier)
+
+    async def run():
+        asyncio.get_running_loop().call_later(0.05, sb.finish)
+        return await func(prompts=[None] * 2, completions=[chat(HALF), chat(HALF)], task_id=[task.id] * 2,
+                          rollout=[record(task.id, HALF, handle=early), record(task.id, HALF)])
+
+    assert asyncio.run(run()) == [0.5, 0.5]
+    # the record's handle is the first row's verdict; the second row shares the running job
+    assert [s.source for s in func.last] == ["executed", "inflight"] and len(sb.submitted) == 1
+    # a handle of another task (a prompt shared by two tasks) is not taken for this row
+    other = record("another", HALF, handle=early)
+    assert asyncio.run(func(prompts=[None], completions=[chat(HALF)], task_id=[task.id], rollout=[other])) == [0.5]
+    assert func.last[0].source == "cache"
 
 
 def test_speculation_runs_a_partial_program_once_and_counts_it_as_the_execution():
@@ -480,7 +492,7 @@ def test_speculation_runs_a_partial_program_once_and_counts_it_as_the_execution(
     assert not scorer.speculate(task, "```python\ndef add(a, b):")  # nothing extractable yet
     assert len(sb.submitted) == 1
     sb.finish()
-    final = scorer.claim(task, GOOD + "\nThis adds the two numbers.")  # as the reward function does
+    final = scorer.submit_early(task, GOOD + "\nThis adds the two numbers.")  # as the rollout does when it ends
     assert final.source == "executed" and len(sb.submitted) == 1
     assert scorer.scores([final]) == [1.0]
     # a second completion with the same program is a plain cache hit
@@ -504,7 +516,7 @@ def test_speculation_on_a_program_that_changes_is_counted_as_wasted():
     task = add_task()
     assert scorer.speculate(task, HALF)
     # the finished completion fixes its code in a second block
-    final = scorer.claim(task, HALF + "\nOops, fixed:\n" + GOOD)
+    final = scorer.submit_early(task, HALF + "\nOops, fixed:\n" + GOOD)
     assert final.source == "executed" and len(sb.submitted) == 2
     scorer.discard_early()
     assert (scorer.speculated, scorer.speculation_wasted) == (2 - 1, 1)
@@ -543,15 +555,6 @@ def test_truncated_reward_is_configurable_and_an_unfinished_program_never_runs()
     # One rule for training and eval: there is no setting that runs an unfinished program.
     with pytest.raises(ConfigError, match="rewards.tests.truncated"):
         load_config(None, ["rewards.tests.truncated=null"])
-
-
-def test_early_handles_of_cut_and_finished_twins_are_kept_apart():
-    sb = FakeSandbox(judge)
-    scorer = Scorer(RewardsConfig(), sb, image_id="img")
-    task = add_task()
-    early = scorer.submit_early(task, CUT_IN_BLOCK, truncated=True)
-    assert scorer.claim(task, CUT_IN_BLOCK) is not early  # same text, but it ended on its own
-    assert scorer.claim(task, CUT_IN_BLOCK, truncated=True) is early
 
 
 def test_completion_text_of_conversations():
@@ -604,33 +607,30 @@ def test_reward_function_with_trl_calling_convention():
     assert extra["tests_outcome"] == ["pass", "pass", "fail", "no_code"]
 
 
-def test_reward_function_reads_truncation_from_the_completion_ids():
+def test_reward_function_reads_truncation_from_the_rollout_records():
     sb = FakeSandbox(judge)
     task = add_task()
-    eos = 2
-    [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), sb, [task], image_id="img"),
-                                end_token_ids=[eos])
-    completions = [chat(CUT_IN_BLOCK), chat(CUT_IN_BLOCK), chat(CUT_AFTER_BLOCK)]
-    ids = [[5, 6, 7], [5, 6, eos], [5, 6, 7]]  # cut, ended, cut after the block
+    [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), sb, [task], image_id="img"))
+    texts = [CUT_IN_BLOCK, CUT_IN_BLOCK, CUT_AFTER_BLOCK]
+    records = [record(task.id, t, ended) for t, ended in zip(texts, ["length", "end", "length"])]
     metrics: dict[str, float] = {}
     extra: dict[str, list] = {}
 
-    def call(completion_ids):
+    def call(rollout):
         async def run():
             asyncio.get_running_loop().call_later(0.05, sb.finish)
-            return await func(prompts=[None] * 3, completions=completions, completion_ids=completion_ids,
-                              task_id=[task.id] * 3, log_metric=metrics.__setitem__, log_extra=extra.__setitem__)
+            return await func(prompts=[None] * 3, completions=[chat(t) for t in texts], task_id=[task.id] * 3,
+                              rollout=rollout, log_metric=metrics.__setitem__, log_extra=extra.__setitem__)
         return asyncio.run(run())
 
-    # without the end tokens nothing counts as cut (scripts and eval call it that way)
-    assert cut_at_limit([5, 6, 7], frozenset()) is False
-    assert cut_at_limit([5, 6, 7], func.end_token_ids) and not cut_at_limit([5, eos], func.end_token_ids)
-    assert cut_at_limit([], func.end_token_ids)
-    out = call(ids)
+    out = call(records)
     assert out == [0.0, 0.5, 1.0]  # the twin that ended on its own ran (the fake judge: one test of two)
     assert extra["tests_outcome"] == ["unfinished", "fail", "pass"]
     assert metrics["tests/unfinished"] == pytest.approx(1 / 3)
     assert len(sb.submitted) == 2
+    assert {"timing/reward_wait_s", "timing/sandbox_busy_s"} <= set(metrics)
+    # without records (scripts and eval call it that way) nothing counts as cut
+    assert call(None) == [0.5, 0.5, 1.0]
 
 
 def test_reward_function_masks_and_fails_loudly():

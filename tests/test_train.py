@@ -266,18 +266,16 @@ def test_stop_after_code_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
 
 
-def test_row_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path) -> None:
+def test_the_watch_stops_a_row_once_its_program_is_whole(demo_model_dir: Path) -> None:
     """Fed token by token, each row stops at the first token after which its program is
     whole, and that program is the one the full text gives: the block that defines the entry
     point (not an imports block before it). Unfenced code, a block still open, or a row that
     ended are not stopped. Without stop_after_code nothing stops."""
     from types import SimpleNamespace
 
-    import torch
     from transformers import AutoTokenizer
 
     from grpo_code.tasks.extract import build_program, whole_program
-    from grpo_code.training.trainer import GrpoCodeTrainer
 
     tok = AutoTokenizer.from_pretrained(demo_model_dir)
     task = load_suite("demo").split("train").tasks[0]
@@ -291,60 +289,51 @@ def test_row_watcher_stops_a_row_once_its_program_is_whole(demo_model_dir: Path)
     ]
     rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     rows.append(tok("```python\nx = 1\n```", add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
-    width = max(map(len, rows))
-    prompt = tok("Write it.", add_special_tokens=False)["input_ids"]
-    filler = tok(" more", add_special_tokens=False)["input_ids"]  # rows 0-3 never end: they write on
-    grid = torch.tensor([prompt + ids + (filler if ids[-1] != tok.eos_token_id else [tok.eos_token_id]) * (width - len(ids))
-                         for ids in rows])
 
-    from grpo_code.generation.watch import RowWatcher, TokenKinds
+    from grpo_code.generation.stream import END, WHOLE, Sample, TokenKinds, Watch, text_watch
+    from grpo_code.training.rollouts import PromptIndex, Rollouts
 
     submitted, speculated = [], []
-    fake = SimpleNamespace(end_token_ids=[tok.eos_token_id], processing_class=tok, style="chat", early=None,
-                           _batch_task_ids=[task.id] * len(rows), _kinds=TokenKinds(tok), _row_end=None,
-                           code_reward=SimpleNamespace(verifier=Verifier({task.id: task}, None), style="chat"),
-                           _submit=lambda row, ids: submitted.append(row),
-                           _speculate=lambda row, ids: speculated.append(row))
-    fake._row = lambda row, ids: GrpoCodeTrainer._row(fake, row, ids)
-    fake._whole_program = lambda row, ids: GrpoCodeTrainer._whole_program(fake, row, ids)
+    early = SimpleNamespace(speculate=lambda task_id, text: speculated.append(task_id))
+    verifier = Verifier({task.id: task}, None)
+    task_ids = [task.id] * len(rows)
 
-    def watcher_for(overlap: bool, stop_after_code: bool) -> RowWatcher:
-        fake.overlap, fake.stop_after_code = overlap, stop_after_code
-        return GrpoCodeTrainer.generation_watcher(fake, len(rows))
+    def watch_for(overlap: bool, stop_after_code: bool) -> Watch:
+        rollouts = Rollouts(PromptIndex([]), verifier, "chat", early if overlap else None, stop_after_code)
+        return rollouts.watch(tok, task_ids, lambda row, sample: submitted.append(row))
 
-    def feed(watcher: RowWatcher) -> list[int | None]:
-        watcher.prompt_length = len(prompt)
+    def feed(watch: Watch) -> list[int | None]:
+        """Each row token by token, as a backend streams it (an end token ends it)."""
         stopped_at: list[int | None] = [None] * len(rows)
-        for end in range(len(prompt) + 1, grid.shape[1] + 1):
-            for row, stop in enumerate(watcher(grid[:, :end], None).tolist()):
-                if stop and stopped_at[row] is None:
-                    stopped_at[row] = end - len(prompt)
+        for row, ids in enumerate(rows):
+            for k, token in enumerate(ids):
+                if token == tok.eos_token_id:
+                    watch.finish(row, Sample(ids[:k + 1], END))
+                    break
+                if watch.see(row, token, lambda k=k, ids=ids: ids[:k + 1]):
+                    stopped_at[row] = k + 1
+                    watch.finish(row, Sample(ids[:k + 1], WHOLE))
+                    break
         return stopped_at
 
-    watcher = watcher_for(overlap=True, stop_after_code=True)
-    stopped_at = feed(watcher)
+    stopped_at = feed(watch_for(overlap=True, stop_after_code=True))
     assert stopped_at[2:] == [None, None, None]
     for row in range(2):
         at = stopped_at[row]
-        assert at is not None and watcher.stopped[row] == at, row
+        assert at is not None
         assert [whole_program(task, tok.decode(rows[row][:k])) for k in range(1, at + 1)] == [False] * (at - 1) + [True]
         assert build_program(task, tok.decode(rows[row][:at])).program == build_program(task, texts[row]).program
-    assert sorted(submitted) == [0, 1, 4]  # stopped rows and the one that ended go to the sandbox
+    assert sorted(submitted) == [0, 1, 4]  # stopped rows and the one that ended are reported
 
     submitted.clear()
-    plain = watcher_for(overlap=True, stop_after_code=False)
-    assert feed(plain) == [None] * len(rows) and not plain.stopped
+    assert feed(watch_for(overlap=True, stop_after_code=False)) == [None] * len(rows)
     assert submitted == [4] and speculated  # overlap alone: the ended row, and programs started early
-    assert watcher_for(overlap=False, stop_after_code=False) is None  # nothing to watch for
 
-    # Eval's --stop-after-code stops the same rows at the same tokens (one stopping criterion).
-    from grpo_code.generation.watch import program_stop
-
+    # Eval's --stop-after-code stops the same rows at the same tokens (one watch).
     def done(i: int, text: str) -> bool:
         return whole_program(task, text, "chat", "last")
 
-    evals = program_stop(tok, len(prompt), 1, len(rows), done, TokenKinds(tok))
-    assert feed(evals) == stopped_at
+    assert feed(text_watch(tok, TokenKinds(tok), done, 1)) == stopped_at
 
 
 def test_length_chunks_groups_rows_of_like_length_and_pays_for_each_call() -> None:
@@ -570,7 +559,7 @@ def test_a_multi_turn_run_logs_conversations_and_resumes_bit_for_bit(
 def test_a_masked_row_keeps_its_reason_in_the_completions_log() -> None:
     from grpo_code.rewards.functions import Scored
     from grpo_code.sandbox.types import Result
-    from grpo_code.training.trainer import _completion_record
+    from grpo_code.training.rollout_log import completion_record as _completion_record
     from grpo_code.verify.verifier import Judged
 
     lost = Judged("t/1", Result.infra_error(2, "worker-1: the executor went away"), "executed", "fenced", "x = 1")

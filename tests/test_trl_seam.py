@@ -1,12 +1,14 @@
-"""The TRL seam: each TRL internal that grpo_code.training.trl_seam relies on, pinned.
+"""The TRL seam: each TRL internal that grpo_code relies on, listed and pinned.
 
-One real GRPO step on a tiny model goes through a SeamTrainer that records what each hook
-saw. A TRL release that renames, re-signs or stops calling one of the overridden private
-methods fails the test named after it, not a training run.
+One real GRPO step on a tiny model goes through a SeamTrainer whose rollout_func generates
+with our hf decode loop and records what each hook saw. A TRL release that renames,
+re-signs or stops calling an overridden private method, or changes what its public
+``rollout_func`` gets and passes on, fails the test named after it, not a training run.
 """
 
 from __future__ import annotations
 
+import ast
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -15,12 +17,19 @@ from typing import Any
 import pytest
 import torch
 from torch.utils.data import Sampler
-from transformers import StoppingCriteria
 
 ORDER = [3, 1, 0, 2]  # the prompt order our sampler dictates
 GENERATIONS = 2
 STOP_ROW, STOP_AT = 0, 3
 REWARD_S = 0.05  # how long the reward function takes
+PACKAGE = Path(__file__).resolve().parents[1] / "grpo_code"
+
+TOUCH_POINTS = {
+    "_get_train_sampler": "the prompt filter's sampler: TRL has no public way to choose it",
+    "_get_per_token_logps_and_entropies": "train.trim_padding: no hook into TRL's forward pass",
+    "sync_weights": "the CPU build of vLLM cannot load weights TRL's way (reload_vllm_weights)",
+}
+"""Every private TRL/vLLM surface grpo-code touches, with its reason (at most three)."""
 
 
 class FixedSampler(Sampler[int]):
@@ -40,29 +49,16 @@ class FixedSampler(Sampler[int]):
         return len(ORDER) * self.pattern.mini_repeat_count * self.pattern.repeat_count
 
 
-class StopOneRow(StoppingCriteria):
-    """Ends row ``STOP_ROW`` after ``STOP_AT`` new tokens; counts its calls."""
-
-    def __init__(self, rows: int):
-        self.rows = rows
-        self.prompt_length = 0
-        self.calls: list[tuple[int, int]] = []
-        self.stopped: dict[int, int] = {}
-
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
-        self.calls.append(tuple(input_ids.shape))
-        stop = torch.zeros(input_ids.shape[0], dtype=torch.bool)
-        if input_ids.shape[1] - self.prompt_length >= STOP_AT:
-            self.stopped.setdefault(STOP_ROW, STOP_AT)
-            stop[STOP_ROW] = True
-        return stop
-
-
 def lengths(prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
     """Reward: the completion's length, masked (None) for its second row; it takes
-    ``REWARD_S`` (so the time the seam reports waiting on it can be checked)."""
+    ``REWARD_S``, logs a metric and keeps what it was given."""
     time.sleep(REWARD_S)
+    lengths.seen.append(kwargs)
+    kwargs["log_metric"]("seam/probe", 7.0)
     return [None if i == 1 else float(len(c[-1]["content"])) for i, c in enumerate(completions)]
+
+
+lengths.seen = []
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +68,10 @@ def step(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
+    from grpo_code.generation.base import end_token_ids, prompt_ids
+    from grpo_code.generation.stream import TokenKinds, Watch
     from grpo_code.training import trl_seam
+    from grpo_code.training.rollouts import sample_rows, trl_prompt
 
     seen: dict[str, Any] = defaultdict(list)
 
@@ -83,25 +82,18 @@ def step(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
             seen["pattern"].append(pattern)
             return FixedSampler(pattern)
 
-        def before_batch(self, inputs: list[dict[str, Any]]) -> None:
-            seen["batch"].append([x["task_id"] for x in inputs])
-
-        def after_batch(self) -> None:
-            seen["after_batch"].append(True)
-            self.log_metric("seam/probe", 7.0)
-
-        def generation_watcher(self, rows: int) -> StoppingCriteria:
-            watcher = StopOneRow(rows)
-            seen["watcher"].append(watcher)
-            return watcher
-
-        def after_generation(self, completion_ids: list[list[int]], seconds: float) -> None:
-            seen["completion_ids"].append(completion_ids)
-            super().after_generation(completion_ids, seconds)
-
-        def after_rewards(self, inputs: list[dict[str, Any]], completions: list[Any], rewards: torch.Tensor,
-                          waited_s: float) -> None:
-            seen["rewards"].append((inputs, completions, rewards.clone(), waited_s))
+    def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
+        seen["prompts"].append(prompts)
+        ids = [prompt_ids(trainer.processing_class, trl_prompt(p)) for p in prompts]
+        ended: list[tuple[int, str]] = []
+        watch = Watch(TokenKinds(trainer.processing_class), on_end=lambda row, s: ended.append((row, s.ended)),
+                      is_whole=lambda row, so_far: row == STOP_ROW and len(so_far) >= STOP_AT)
+        watch.kinds = lambda token: (True, True)  # every token may end a program here
+        samples = sample_rows(trainer, ids, 0, watch)
+        seen["samples"].append(samples)
+        seen["ended"].append(ended)
+        return {"prompt_ids": ids, "completion_ids": [s.ids for s in samples], "logprobs": None,
+                "record": [f"row{i}" for i in range(len(ids))], "batch_wide": "one"}
 
     chunked = trl_seam.length_chunks
 
@@ -118,15 +110,17 @@ def step(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
                       logging_steps=1, save_strategy="no", use_cpu=True, disable_tqdm=True,
                       remove_unused_columns=False, temperature=1.0, seed=0, beta=0.0)
     trl_seam.length_chunks = counting
+    lengths.seen.clear()
     try:
         trainer = Recorder(model=model, reward_funcs=[lengths], args=args, train_dataset=data,
-                           processing_class=tokenizer)
+                           processing_class=tokenizer, rollout_func=rollout)
         trainer.train()
     finally:
         trl_seam.length_chunks = chunked
+    seen["rewarded"] = list(lengths.seen)
     seen["log_history"] = trainer.state.log_history
-    seen["eos"] = trainer.end_token_ids
-    seen["eos_before"] = trl_seam.end_token_ids(model, tokenizer)
+    seen["eos"] = list(trainer.eos_token_ids)
+    seen["eos_before"] = end_token_ids(model, tokenizer)
     return seen
 
 
@@ -135,46 +129,81 @@ def test_get_train_sampler_takes_our_sampler_with_trls_repeat_pattern(step: dict
 
     # 4 rows per step, groups of 2: two prompts per generation batch, used once.
     assert step["pattern"] == [RepeatPattern(mini_repeat_count=GENERATIONS, batch_size=2, repeat_count=1, seed=0)]
-    assert step["batch"][0] == [f"t{i}" for i in ORDER[:2] for _ in range(GENERATIONS)]
+    [prompts] = step["prompts"]
+    expected = [f"Write function number {i}." for i in ORDER[:2] for _ in range(GENERATIONS)]
+    assert [p[-1]["content"] for p in prompts] == expected  # repeated, in our sampler's order
 
 
-def test_generate_and_score_completions_sees_each_batch_with_its_columns(step: dict[str, Any]) -> None:
-    assert len(step["batch"]) == len(step["after_batch"]) == 1
-    inputs = step["rewards"][0][0]
-    assert [x["task_id"] for x in inputs] == step["batch"][0]
+def test_rollout_func_extra_fields_reach_the_reward_function_row_by_row(step: dict[str, Any]) -> None:
+    [kwargs] = step["rewarded"]
+    assert kwargs["record"] == [f"row{i}" for i in range(4)]  # a list: one value per row
+    assert kwargs["batch_wide"] == ["one"] * 4  # not a list: every row gets it
+    assert kwargs["task_id"] == [f"t{i}" for i in ORDER[:2] for _ in range(GENERATIONS)]
+    assert kwargs["trainer_state"] is not None
 
 
-def test_generate_single_turn_runs_model_generate_with_our_stopping_criterion(step: dict[str, Any]) -> None:
-    (watcher,) = step["watcher"]
-    assert watcher.calls and all(rows == 4 for rows, _ in watcher.calls)
-    assert watcher.prompt_length > 0 and watcher.calls[0][1] == watcher.prompt_length + 1
-    (ids,) = step["completion_ids"]
-    assert len(ids) == 4 and len(ids[STOP_ROW]) == STOP_AT  # cut where the watcher stopped it
-    assert all(len(row) <= 8 for row in ids)
-
-
-def test_calculate_rewards_returns_every_row_with_masked_ones_as_nan(step: dict[str, Any]) -> None:
-    inputs, completions, rewards, waited = step["rewards"][0]
-    assert rewards.shape == (4, 1) and REWARD_S <= waited < REWARD_S + 5
-    assert torch.isnan(rewards[1, 0]) and not torch.isnan(rewards[[0, 2, 3], 0]).any()
-    assert rewards[0, 0].item() == len(completions[0][-1]["content"])
+def test_our_decode_loop_stops_a_row_and_frees_it(step: dict[str, Any]) -> None:
+    [samples] = step["samples"]
+    assert len(samples) == 4 and len(samples[STOP_ROW].ids) == STOP_AT and samples[STOP_ROW].ended == "whole"
+    assert all(len(s.ids) <= 8 for s in samples)
+    [ended] = step["ended"]
+    assert sorted(row for row, _ in ended) == [0, 1, 2, 3]  # each row reported once, as it ended
 
 
 def test_forward_pass_goes_through_the_trimmed_log_probs(step: dict[str, Any]) -> None:
     assert step["length_chunks"], "TRL's loss no longer calls _get_per_token_logps_and_entropies"
 
 
-def test_log_metric_lands_in_the_logged_step(step: dict[str, Any]) -> None:
+def test_log_metric_of_a_reward_function_lands_in_the_logged_step(step: dict[str, Any]) -> None:
     logged = [h for h in step["log_history"] if "seam/probe" in h]
     assert logged and logged[0]["seam/probe"] == 7.0
-    assert any("timing/generate_s" in h for h in step["log_history"])
-    assert step["eos"]
 
 
 def test_end_tokens_are_known_before_the_trainer_as_it_takes_them(step: dict[str, Any]) -> None:
-    """The reward function is built with ``end_token_ids`` before the trainer exists; the
-    trainer refuses a reward function whose end tokens differ from its own."""
+    """Rollouts and eval decide that a completion ended with ``end_token_ids``; the trainer
+    (TRL's truncation mask) with its own ``eos_token_ids``: the same."""
     assert step["eos_before"] == step["eos"]
+
+
+def _overrides() -> set[str]:
+    tree = ast.parse((PACKAGE / "training" / "trl_seam.py").read_text())
+    [seam] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SeamTrainer"]
+    return {n.name for n in seam.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")
+            and not n.name.startswith("__") and n.name in dir(__import__("trl").GRPOTrainer)}
+
+
+def test_the_private_touch_points_are_the_listed_three() -> None:
+    """Every private TRL method SeamTrainer overrides, and the one TRL method replaced on an
+    instance, is listed with its reason; nothing else in the package overrides TRL's privates."""
+    assert len(TOUCH_POINTS) <= 3
+    assert _overrides() == {k for k in TOUCH_POINTS if k.startswith("_")}
+    seam = (PACKAGE / "training" / "trl_seam.py").read_text()
+    assert "generation.sync_weights = " in seam
+    trl_private = set(dir(__import__("trl").GRPOTrainer))
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "trl_seam.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_") and not node.name.startswith("__"):
+                assert node.name not in trl_private, f"{path}: overrides {node.name}"
+
+
+def test_no_module_patches_generate_engines_or_trl_globals() -> None:
+    """No assignment to ``model.generate``, to a vLLM engine's methods, or to a name inside a
+    TRL or vLLM module."""
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AugAssign | ast.AnnAssign) else []
+            for target in targets:
+                for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                    if not isinstance(t, ast.Attribute):
+                        continue
+                    text = ast.unparse(t)
+                    base = ast.unparse(t.value)
+                    assert not (t.attr == "generate" and base != "self"), f"{path}: {text}"
+                    assert not (t.attr in {"step", "add_request", "abort_request"} and "engine" in base), f"{path}: {text}"
+                    assert not text.startswith(("trl", "vllm", "trl_vllm")), f"{path}: {text}"
 
 
 def test_trim_padding_turns_itself_off_for_absolute_positions() -> None:
@@ -205,13 +234,15 @@ def test_trim_padding_turns_itself_off_for_absolute_positions() -> None:
 
 def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_dir: Path,
                                                                       tmp_path: Path) -> None:
-    """A rollout_func (how multi-turn rollouts reach TRL) generates through the seam
-    (tokenize_prompts, generate_turn) and returns env_mask: the loss's gradient on the
-    log-prob of every masked (feedback) token is zero, and not on the model's own."""
+    """A rollout_func (how multi-turn rollouts reach TRL) generates with our decode loop and
+    returns env_mask: the loss's gradient on the log-prob of every masked (feedback) token
+    is zero, and not on the model's own."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
+    from grpo_code.generation.base import prompt_ids as ids_of
+    from grpo_code.training.rollouts import sample_rows, trl_prompt
     from grpo_code.training.trl_seam import SeamTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -219,9 +250,10 @@ def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_
     seen: dict[str, Any] = {}
 
     def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
-        prompt_ids = trainer.tokenize_prompts(prompts)
-        first, _ = trainer.generate_turn(prompt_ids, trainer.num_generations)
-        second, _ = trainer.generate_turn([p + f + feedback_ids for p, f in zip(prompt_ids, first, strict=True)])
+        prompt_ids = [ids_of(trainer.processing_class, trl_prompt(p)) for p in prompts]
+        first = [s.ids for s in sample_rows(trainer, prompt_ids, 0, None)]
+        second = [s.ids for s in sample_rows(trainer, [p + f + feedback_ids for p, f in
+                                                       zip(prompt_ids, first, strict=True)], 1, None)]
         ids = [f + feedback_ids + s for f, s in zip(first, second, strict=True)]
         mask = [[1] * len(f) + [0] * len(feedback_ids) + [1] * len(s) for f, s in zip(first, second, strict=True)]
         seen["mask"] = mask

@@ -77,12 +77,16 @@ def test_every_path_gives_the_same_verdict(tmp_path: Path) -> None:
                                            **({"truncated": True} if cut else {})}) + "\n"
                                for name, answer, cut, _ in PAIRS))
     with Sandbox(SandboxConfig(backend="local", workers=2)) as sandbox:
-        # 1. The training reward: TRL's call, with token ids that end in EOS unless cut.
+        # 1. The training reward: TRL's call, each row with its rollout record (cut where the pair is).
+        from grpo_code.training.rollouts import Rollout
+
         cfg = RewardsConfig()
-        [func] = build_reward_funcs(cfg, reward_verifier(cfg, sandbox, suite), style="chat", end_token_ids=[EOS])
+        [func] = build_reward_funcs(cfg, reward_verifier(cfg, sandbox, suite), style="chat")
         completions = [[{"role": "assistant", "content": answer}] for _, answer, _, _ in PAIRS]
         completion_ids = [[5, 6] if cut else [5, 6, EOS] for *_, cut, _ in PAIRS]
-        rewards = asyncio.run(func([None] * len(PAIRS), completions, completion_ids, task_id=ids))
+        records = [Rollout(t, [1], c, a, "length" if cut else "end", None, 0, 0.0)
+                   for t, c, (_, a, cut, _) in zip(ids, completion_ids, PAIRS, strict=True)]
+        rewards = asyncio.run(func([None] * len(PAIRS), completions, completion_ids, task_id=ids, rollout=records))
         training = {s.verdict.task_id: (s.verdict.status, _tests_of(s.result)) for s in func.last}
         assert rewards == [1.0, 0.0, 0.0, 0.0, 0.0]
 

@@ -65,7 +65,7 @@ def hf_logprobs(model, ids: list[int]) -> list[float]:
 
 
 def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_model_dir: Path, monkeypatch):
-    """Override 6 of the TRL seam: after ``reload_vllm_weights``, vLLM's log-probs of a fixed
+    """Touch point 3 of the TRL seam: after ``reload_vllm_weights``, vLLM's log-probs of a fixed
     text are those of the changed weights, not of the ones it loaded."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -110,23 +110,33 @@ def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_
     assert cpu_build() or torch.cuda.is_available()
 
 
-def test_the_colocated_engine_takes_the_cpu_build_s_settings_while_the_trainer_is_made():
-    """Override 7 of the TRL seam: the name TRL builds its engine with is wrapped inside
-    ``cpu_engine`` only, and wraps vLLM's own ``LLM``."""
-    import trl.generation.vllm_generation as trl_vllm
-    from vllm import LLM
+def test_the_engine_loop_streams_rows_stops_one_and_seeds_each_row_on_its_own(demo_model_dir: Path):
+    """The vLLM side of the streaming interface, stepped with the engine's public calls: each
+    row is reported as it ends, a row whose program is "whole" is aborted there (and ends
+    ``whole``), each token's log-prob comes back, and row ``r`` of a call seeded ``s`` samples
+    the same whatever else shares the call."""
+    from grpo_code.generation.base import Sampling, resolve
+    from grpo_code.generation.stream import TokenKinds, Watch
+    from grpo_code.generation.vllm import VLLMGenerator
+    from grpo_code.tasks.prompts import Prompt
 
-    from grpo_code.generation.vllm import CPU_ENGINE, cpu_build
-    from grpo_code.training.trl_seam import cpu_engine
-
-    assert trl_vllm.LLM is LLM
-    with cpu_engine():
-        made = trl_vllm.LLM
-    assert trl_vllm.LLM is LLM
-    if cpu_build():
-        assert made.func is LLM and made.keywords == CPU_ENGINE and CPU_ENGINE["enforce_eager"] is True
-    else:
-        assert made is LLM
+    gen = VLLMGenerator(resolve(str(demo_model_dir)), dtype="float32")
+    prompt = gen.prompt_ids(Prompt("chat", messages=({"role": "user", "content": "Write a Python function add."},)))
+    sampling = Sampling(temperature=0.8, max_new_tokens=24)
+    plain = gen.stream([prompt] * 3, sampling, 5)
+    assert [len(s.logprobs) for s in plain] == [len(s.ids) for s in plain]
+    assert all(lp <= 0 for s in plain for lp in s.logprobs)
+    assert len({tuple(s.ids) for s in plain}) > 1  # each row its own seed
+    ended = []
+    watch = Watch(TokenKinds(gen.tokenizer), is_whole=lambda row, ids: row == 0 and len(ids) >= 3,
+                  on_end=lambda row, sample: ended.append(row))
+    watch.kinds = lambda token: (True, True)  # every token may end a program here
+    stopped = gen.stream([prompt] * 3, sampling, 5, watch)
+    assert stopped[0].ended == "whole" and stopped[0].ids == plain[0].ids[:3]
+    assert [s.ids for s in stopped[1:]] == [s.ids for s in plain[1:]]
+    assert sorted(ended) == [0, 1, 2]
+    assert gen.stream([prompt], sampling, 5)[0].ids == plain[0].ids  # alone in its call: the same
+    gen.close()
 
 
 @pytest.mark.docker
@@ -144,7 +154,7 @@ def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_
 @pytest.mark.docker
 def test_a_lora_step_with_vllm_syncs_merged_weights_and_saves_the_adapter(docker_ready, demo_model_dir, tmp_path):
     """LoRA training, vLLM colocated: TRL's parameter walk merges the adapter into the base
-    weights and the engine reloads those (on the CPU build through override 6, timed); the
+    weights and the engine reloads those (on the CPU build through touch point 3, timed); the
     run saves the adapter, which eval serves on its base (the test above)."""
     from grpo_code.generation.vllm import cpu_build
 
@@ -160,7 +170,7 @@ def test_a_lora_step_with_vllm_syncs_merged_weights_and_saves_the_adapter(docker
 
 @pytest.mark.docker
 def test_a_multi_turn_step_generates_each_turn_with_vllm(docker_ready, demo_model_dir, tmp_path):
-    """Each turn goes through TRL's vLLM generation (colocated), weights in sync."""
+    """Each turn goes through TRL's colocated vLLM engine, stepped by our rollout, weights in sync."""
     run = tmp_path / "run"
     rows = train_step(run, "demo-multiturn", "generation.vllm_mode=colocate", "generation.max_new_tokens=64")
     assert rows and all(len(r["conversation"]) == 2 * r["turns"] - 1 for r in rows)

@@ -33,9 +33,9 @@ class Sampling:
 
 
 class Completion(str):
-    """A completion's text that knows whether it was cut at the length limit (``cut``: it
-    stopped at ``max_new_tokens`` without an end token). Backends return these; code that
-    only wants the text uses it as a string. The verifier's truncation rule reads ``cut``."""
+    """A completion's text that knows whether it was cut at the length limit (``cut``, as its
+    backend decided it: :attr:`grpo_code.generation.stream.Sample.cut`). Backends return
+    these; code that only wants the text uses it as a string. The verifier reads ``cut``."""
 
     cut: bool
 
@@ -91,6 +91,22 @@ def prompt_text(tokenizer: Any, prompt: Prompt) -> str:
     if prompt.style == "chat":
         return tokenizer.apply_chat_template(list(prompt.messages), add_generation_prompt=True, tokenize=False)
     return prompt.text
+
+
+def prompt_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """The token ids a local model is fed (training and eval alike): :func:`prompt_text`
+    tokenized, special tokens added only to raw text (a chat template holds its own)."""
+    return list(tokenizer(prompt_text(tokenizer, prompt), add_special_tokens=prompt.style != "chat")["input_ids"])
+
+
+def end_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """The token ids that end a completion: every eos id of the model's generation config,
+    and the tokenizer's (as ``GRPOTrainer`` takes them)."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids = [tokenizer.eos_token_id, *ids]
+    return ids
 
 
 def resolve(name: str, log: Callable[[str], None] = lambda _: None) -> ResolvedModel:

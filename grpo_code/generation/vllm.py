@@ -15,14 +15,15 @@ takes 30% of RAM by default) and gives its worker every core of a small machine
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError
 from grpo_code.generation import base
-from grpo_code.generation.base import Done, Progress, ResolvedModel, Sampling, prompt_style, prompt_text
+from grpo_code.generation.base import Done, Progress, ResolvedModel, Sampling, prompt_ids, prompt_style, prompt_text
+from grpo_code.generation.stream import END, LENGTH, STOP, WHOLE, Sample, TokenKinds, Watch, sample_seed, text_watch
 from grpo_code.tasks.prompts import Prompt
 
 CPU_KVCACHE_GIB = "1"
@@ -106,117 +107,109 @@ class VLLMGenerator:
             from vllm.lora.request import LoRARequest
 
             self.lora = LoRARequest("adapter", 1, model.adapter)
-        from grpo_code.generation.watch import TokenKinds
-
         self.kinds = TokenKinds(self.tokenizer)
 
     def text(self, prompt: Prompt) -> str:
         return prompt_text(self.tokenizer, prompt)
 
+    def prompt_ids(self, prompt: Prompt) -> list[int]:
+        return prompt_ids(self.tokenizer, prompt)
+
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
                  progress: Progress | None = None, done: Done | None = None) -> list[list[str]]:
-        vllm = _vllm()
-
-        def params(n: int, seed: int) -> Any:
-            return vllm.SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                                       top_k=sampling.top_k or -1, max_tokens=sampling.max_new_tokens, seed=seed,
-                                       stop=list(sampling.stop) or None)
-
-        texts = [self.text(p) for p in prompts]
-        if done is None:
-            outputs = self.llm.generate(texts, params(sampling.n, seed), lora_request=self.lora, use_tqdm=False)
-            completions = [[base.Completion(c.text, c.finish_reason == "length") for c in out.outputs] for out in outputs]
-        else:
-            completions = self._until_done(texts, sampling.n, seed, params, done)
+        """``sampling.n`` completions per prompt, row ``r`` (prompt ``r // n``) seeded
+        ``sample_seed(seed, r)``; with ``done`` each ends once its program is whole."""
+        rows = [ids for p in prompts for ids in [self.prompt_ids(p)] * sampling.n]
+        watch = None if done is None else text_watch(self.tokenizer, self.kinds, done, sampling.n)
+        samples = self.stream(rows, sampling, seed, watch)
+        texts = [base.Completion(self.tokenizer.decode(s.ids, skip_special_tokens=True), s.cut) for s in samples]
         if progress:
             progress(len(prompts))
-        return completions
+        return [texts[i * sampling.n:(i + 1) * sampling.n] for i in range(len(prompts))]
 
-    def _until_done(self, texts: list[str], n: int, seed: int, params: Callable[[int, int], Any],
-                    done: Done) -> list[list[str]]:
-        """Each completion ended once ``done`` says its program is whole: one request per
-        completion (the engine's step loop is followed request by request), each seeded
-        from ``seed`` and its place, so a rerun samples the same."""
-        from grpo_code.generation.watch import program_stop
-
-        rows = len(texts) * n
-        watcher = program_stop(self.tokenizer, 0, n, rows, done, self.kinds)
-        with watching_engine(self.llm, watcher):
-            outputs = self.llm.generate([t for t in texts for _ in range(n)],
-                                        [params(1, seed * rows + row) for row in range(rows)],
-                                        lora_request=self.lora, use_tqdm=False)
-        # A stopped request holds its tokens up to the stop, not its text: decode the ids,
-        # as the hf backend does.
-        decoded = [base.Completion(self.tokenizer.decode(out.outputs[0].token_ids, skip_special_tokens=True),
-                              out.outputs[0].finish_reason == "length") for out in outputs]
-        return [decoded[i * n:(i + 1) * n] for i in range(len(texts))]
+    def stream(self, prompt_ids: Sequence[Sequence[int]], sampling: Sampling, seed: int | None,
+               watch: Watch | None = None) -> list[Sample]:
+        """The streaming interface (:mod:`grpo_code.generation.stream`) on this engine."""
+        return stream_engine(self.llm, prompt_ids, sampling, seed, watch, self.lora)
 
     def close(self) -> None:
         self.llm = None
 
 
-@contextmanager
-def watching_engine(llm: Any, watcher: Any) -> Iterator[None]:
-    """Make ``llm.generate`` (vLLM's offline engine loop) report every request to ``watcher``
-    (a :class:`~grpo_code.generation.watch.RowWatcher`) as its tokens arrive, for this block
-    only: the engine step loop that ``generate`` runs is followed step by step, so a request
-    that finishes is handed on (``on_end``) while the others still generate, and one whose
-    program is whole is stopped there (aborted in the engine, and returned as finished with
-    the tokens it has). Rows are the requests in the order ``generate`` adds them; each must
-    sample one completion (``n=1``, as TRL's colocated generation does)."""
-    if watcher is None:
-        yield
-        return
+_calls = itertools.count()
+
+
+def stream_engine(llm: Any, prompt_ids: Sequence[Sequence[int]], sampling: Sampling, seed: int | None,
+                  watch: Watch | None = None, lora: Any = None, logprobs: bool = True) -> list[Sample]:
+    """One request per row on ``llm``'s engine, stepped here: each row is reported to
+    ``watch`` as it finishes, and a row whose program is whole is aborted in the engine
+    (its place freed) and ends ``whole``. Row ``r`` is seeded ``sample_seed(seed, r)``;
+    ``seed`` ``None``: the engine's own random state (an engine that prefills in chunks,
+    TRL's, cannot take per-request seeds on the CPU build). With ``logprobs`` each token's
+    log-prob as the engine sampled it comes back."""
+    vllm = _vllm()
     from vllm.sampling_params import RequestOutputKind
 
     engine = llm.llm_engine
-    rows: dict[str, int] = {}
-    seen: dict[str, int] = {}
-    add_request, step = engine.add_request, engine.step
-
-    def add(request_id: Any, prompt: Any, params: Any, *args: Any, **kwargs: Any) -> Any:
-        rows[str(request_id)] = len(rows)
-        if getattr(params, "n", 1) != 1:
-            raise GrpoCodeError("following vLLM requests token by token needs one completion per request (n=1)",
-                                "this is a bug of grpo-code's; report it")
-        if hasattr(params, "output_kind"):
-            params.output_kind = RequestOutputKind.CUMULATIVE  # every step's tokens so far, not only the last
-        return add_request(request_id, prompt, params, *args, **kwargs)
-
-    def watched_step() -> list[Any]:
-        finished = []
-        for output in step():
-            rid = str(output.request_id)
-            row = rows.get(rid)
-            if row is None:
-                if output.finished:
-                    finished.append(output)
-                continue
-            completion = output.outputs[0]
-            ids = list(completion.token_ids)
-            for k in range(seen.get(rid, 0), len(ids)):
-                if watcher.see(row, ids[k], lambda k=k, ids=ids: ids[:k + 1]) and not output.finished:
-                    engine.abort_request([rid])
-                    _cut(output, k + 1)
-                    break
-            seen[rid] = len(ids)
-            if output.finished:
-                watcher.finish(row, list(output.outputs[0].token_ids))
-                finished.append(output)
-        return finished
-
-    engine.add_request, engine.step = add, watched_step
+    call = next(_calls)
+    names = [f"grpo-code-{call}-{r}" for r in range(len(prompt_ids))]
+    rows = {name: r for r, name in enumerate(names)}
+    for r, ids in enumerate(prompt_ids):
+        params = vllm.SamplingParams(
+            n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
+            max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
+            seed=None if seed is None else sample_seed(seed, r), logprobs=0 if logprobs else None,
+            output_kind=RequestOutputKind.CUMULATIVE)
+        engine.add_request(names[r], {"prompt_token_ids": list(ids)}, params, lora_request=lora)
+    samples: list[Sample | None] = [None] * len(names)
+    seen = [0] * len(names)
     try:
-        yield
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                row = rows.get(str(output.request_id))
+                if row is None or samples[row] is not None:
+                    continue
+                completion = output.outputs[0]
+                ids = list(completion.token_ids)
+                ended = _ended(completion) if output.finished else None
+                if watch is not None and ended != END:
+                    for k in range(seen[row], len(ids)):
+                        if watch.see(row, ids[k], lambda k=k: ids[:k + 1]):
+                            engine.abort_request([names[row]])
+                            ids, ended = ids[:k + 1], WHOLE
+                            break
+                seen[row] = len(ids)
+                if ended is not None:
+                    lps = _logprobs(completion, ids) if logprobs else None
+                    samples[row] = Sample(ids, ended, lps)
+                    if watch is not None:
+                        watch.finish(row, samples[row])
     finally:
-        engine.add_request, engine.step = add_request, step
+        unfinished = [name for name, s in zip(names, samples, strict=True) if s is None]
+        if unfinished:
+            engine.abort_request(unfinished)
+    missing = [r for r, s in enumerate(samples) if s is None]
+    if missing:
+        raise RuntimeError(f"the vLLM engine finished without rows {missing[:5]}")
+    return samples  # type: ignore[return-value]
 
 
-def _cut(output: Any, length: int) -> None:
-    """A request output stopped after ``length`` tokens, marked finished (``stop``)."""
-    completion = output.outputs[0]
-    completion.token_ids = list(completion.token_ids)[:length]
-    if completion.logprobs is not None:
-        completion.logprobs = completion.logprobs[:length]
-    completion.finish_reason = "stop"
-    output.finished = True
+def _ended(completion: Any) -> str:
+    """Why the engine ended a completion: ``length``, a stop string (``stop``), or an end token."""
+    if completion.finish_reason == "length":
+        return LENGTH
+    if isinstance(completion.stop_reason, str):
+        return STOP
+    return END
+
+
+def _logprobs(completion: Any, ids: list[int]) -> list[float] | None:
+    """The sampled token's log-prob at each position (vLLM returns one dict per position)."""
+    given = completion.logprobs
+    if given is None:
+        return None
+    out = []
+    for token, options in zip(ids, given):
+        chosen = options.get(token) if options else None
+        out.append(float("nan") if chosen is None else float(chosen.logprob))
+    return out

@@ -9,7 +9,7 @@ strings, or message lists for conversational prompts (extraction style ``chat``;
 plain-text prompts use ``raw`` unless ``style`` is given).
 
 :class:`CodeReward` awaits the verifier's verdicts (:mod:`grpo_code.verify`; claiming
-handles that a trainer submitted early through its :class:`~grpo_code.verify.early.EarlyJobs`) while, when a reward model is
+the handles its rollout records carry) while, when a reward model is
 configured, the model scores the same completions on a worker thread; the two are then
 blended (:mod:`.blend`); a generative judge (:mod:`.judge`), when configured, moves the
 result as ``rewards.judge.blend`` says. ``None`` marks an infrastructure error: TRL masks it. A batch
@@ -20,10 +20,12 @@ to TRL's ``log_metric`` (:mod:`.metrics`), per-completion outcomes to ``log_extr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_code import metric_names as M
 from grpo_code.config import RewardsConfig
 from grpo_code.errors import RewardError
 from grpo_code.rewards.blend import blend
@@ -31,7 +33,6 @@ from grpo_code.rewards.judge import JudgeScoring
 from grpo_code.rewards.metrics import batch_metrics
 from grpo_code.rewards.model.reward_model import RewardModel, load_reward_model, text_for
 from grpo_code.rewards.verifiable import check_masked, score_result, weights_for
-from grpo_code.verify.early import EarlyJobs, cut_at_limit
 from grpo_code.verify.store import RewardCache
 from grpo_code.verify.verifier import Judged, Verifier, masked_errors
 
@@ -74,15 +75,17 @@ class Scored:
 class CodeReward:
     """The verifiable reward (optionally blended with a reward model) as a TRL reward function.
 
-    ``end_token_ids``: the token ids that end a completion (EOS); one whose ids end otherwise
-    was cut at the length limit (empty: none counts as cut). ``turn_cost``: subtracted per
-    answer after the first of a multi-turn rollout. ``early``: the trainer's early jobs, whose
-    handles this function claims. ``judge``: the generative judge blended in."""
+    In training each row comes with its :class:`~grpo_code.training.rollouts.Rollout` record
+    (the ``rollout`` column of TRL's ``extra_fields``): its verdict handle when scoring
+    started while the batch generated, and whether it was cut at the length limit. Without
+    records (scripts, eval's callers) completions are submitted here and none counts as
+    cut. ``turn_cost``: subtracted per answer after the first of a multi-turn rollout.
+    ``judge``: the generative judge blended in. ``log``: a
+    :class:`~grpo_code.training.rollout_log.RolloutLog` told of every scored batch."""
 
     def __init__(self, config: RewardsConfig, verifier: Verifier, model: RewardModel | None = None,
                  style: str | None = None, task_column: str = "task_id", name: str = "code_reward",
-                 end_token_ids: Iterable[int] = (), turn_cost: float = 0.0, early: EarlyJobs | None = None,
-                 judge: JudgeScoring | None = None):
+                 turn_cost: float = 0.0, judge: JudgeScoring | None = None, log: Any = None):
         self.config = config
         self.judge = judge
         self.verifier = verifier
@@ -90,19 +93,14 @@ class CodeReward:
         self.style = style
         self.task_column = task_column
         self.__name__ = name  # TRL names the reward's metrics after this
-        self.end_token_ids = frozenset(end_token_ids)
         self.turn_cost = turn_cost
-        self.early = early
+        self.log = log
         self.last: list[Scored] = []
-        """The scored items of the latest batch (the trainer's completions log reads them)."""
-
-    def _submit(self, task: Any, completion: Any, style: str, truncated: bool) -> Any:
-        if self.early is not None:
-            return self.early.claim(task, completion, style, truncated)
-        return self.verifier.submit(task, completion, style, truncated)
+        """The scored items of the latest batch, for synchronous callers (``score_batch``)."""
 
     async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
                        completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
+        started = time.perf_counter()
         ids = kwargs.get(self.task_column)
         if ids is None:
             raise RewardError(f"the training dataset has no {self.task_column!r} column",
@@ -111,9 +109,10 @@ class CodeReward:
         style = self.style or ("chat" if completions and not isinstance(completions[0], str) else "raw")
         if kwargs.get("final_answer") is not None:  # a multi-turn rollout: its last answer is scored
             completions = list(kwargs["final_answer"])
-        cut = ([cut_at_limit(c, self.end_token_ids) for c in completion_ids] if completion_ids is not None
-               else [False] * len(tasks))
-        handles = [self._submit(t, c, style, tr) for t, c, tr in zip(tasks, completions, cut)]
+        records = kwargs.get("rollout") or [None] * len(tasks)
+        handles = [r.handle if r is not None and r.handle is not None and r.task_id == t.id
+                   else self.verifier.submit(t, c, style, r is not None and r.cut)
+                   for t, c, r in zip(tasks, completions, records, strict=True)]
         model_scores = None
         if self.model is not None:
             tokenizer = getattr(self.model, "tokenizer", None)
@@ -139,16 +138,36 @@ class CodeReward:
                                                             int(step or 0))
             rewards = self.judge.blend(rewards, tests, judged, passed, ids)
             metrics.update(judge_metrics)
-        _log(kwargs, metrics, scored, tests)
         check_masked(tests, self.config.tests.max_masked_frac, masked_errors(verdicts))
         turns = kwargs.get("turns")
         if turns is not None and self.turn_cost:
             rewards = [None if r is None else r - self.turn_cost * (int(t) - 1) for r, t in zip(rewards, turns, strict=True)]
+        metrics[M.SANDBOX_BUSY_S] = sum(s.result.duration_ms for s in scored
+                                        if s.source == "executed" and s.result is not None) / 1000
+        metrics.update(rollout_metrics(kwargs.get("rollout_batch")))
+        if self.log is not None:
+            metrics.update(self.log.scored(kwargs, completions, scored, rewards))
+        metrics[M.REWARD_WAIT_S] = time.perf_counter() - started
+        _log(kwargs, metrics, scored, tests)
         return rewards
 
     def score_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         """The same as calling the function, for synchronous callers (eval, scripts)."""
         return asyncio.run(self(prompts, completions, **kwargs))
+
+
+def rollout_metrics(batch: Any) -> dict[str, float]:
+    """The metrics of a batch's generation (a :class:`~grpo_code.training.rollouts.RolloutBatch`;
+    TRL hands the same one to every row)."""
+    if isinstance(batch, list):
+        batch = batch[0] if batch else None
+    if batch is None:
+        return {}
+    out = {M.GENERATE_S: batch.generate_s, M.EARLY_JOBS: float(batch.early),
+           M.STOPPED_AFTER_CODE: batch.stopped / max(1, batch.rows),
+           M.SPECULATIVE_JOBS: float(batch.speculated), M.SPECULATIVE_WASTED: float(batch.speculation_wasted)}
+    out.update(batch.metrics)
+    return out
 
 
 def _log(kwargs: dict[str, Any], metrics: dict[str, float], scored: list[Scored],
@@ -175,12 +194,10 @@ def reward_verifier(config: RewardsConfig, sandbox: Any, tasks: Any, extract: st
 
 
 def build_reward_funcs(config: RewardsConfig, verifier: Verifier, style: str | None = None,
-                       model: RewardModel | None = None, end_token_ids: Iterable[int] = (),
-                       turn_cost: float = 0.0, early: EarlyJobs | None = None,
-                       judge: JudgeScoring | None = None) -> list[CodeReward]:
+                       model: RewardModel | None = None, turn_cost: float = 0.0,
+                       judge: JudgeScoring | None = None, log: Any = None) -> list[CodeReward]:
     """The reward functions for ``trl.GRPOTrainer`` (one: tests, blended with the model and
     the judge if enabled)."""
     if model is None:
         model = load_reward_model(config.model)
-    return [CodeReward(config, verifier, model=model, style=style, end_token_ids=end_token_ids,
-                       turn_cost=turn_cost, early=early, judge=judge)]
+    return [CodeReward(config, verifier, model=model, style=style, turn_cost=turn_cost, judge=judge, log=log)]

@@ -1,8 +1,9 @@
 """Multi-turn rollouts: the model sees what failed and answers again (``train.multi_turn``).
 
 The turns are eval's turns (:class:`~grpo_code.verify.turns.TurnLoop`: the same checks,
-the same feedback); this module generates them through TRL. A row that ends while the
-others still generate has its check started at once.
+the same feedback); this module generates them as single-turn rollouts generate
+(:func:`~grpo_code.training.rollouts.sample_rows`, TRL's public ``rollout_func``). A row
+that ends while the others still generate has its check started at once.
 
 What TRL trains on is one completion per row: every answer, with the feedback turns
 between them (the chat template's own tokens: end of the answer, the user turn, the start
@@ -19,9 +20,19 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_code.errors import ConfigError
+from grpo_code.generation import base
 from grpo_code.generation.base import Completion
+from grpo_code.generation.stream import LENGTH, Sample, TokenKinds, Watch, sample_seed
+from grpo_code.training.rollouts import (
+    CallSeeds,
+    PromptIndex,
+    Rollout,
+    RolloutBatch,
+    sample_rows,
+    trl_prompt,
+)
 from grpo_code.verify import feedback
-from grpo_code.verify.early import cut_at_limit
 from grpo_code.verify.turns import Conversation, TurnLoop
 from grpo_code.verify.verifier import Verifier
 
@@ -41,19 +52,30 @@ class Row:
 class MultiTurnRollout:
     """A TRL ``rollout_func`` for up to ``turns`` answers per row."""
 
-    def __init__(self, verifier: Verifier, turns: int, template: str = feedback.DEFAULT_TEMPLATE):
+    def __init__(self, index: PromptIndex, verifier: Verifier, turns: int,
+                 template: str = feedback.DEFAULT_TEMPLATE):
+        if index.shared:
+            raise ConfigError([f"train.multi_turn: {len(index.shared)} prompt(s) of the training split are shared "
+                               "by several tasks, so a rollout cannot tell which task's feedback to give; "
+                               "remove the duplicates or set train.multi_turn.turns=1"])
+        self.index = index
         self.verifier = verifier
         self.turns = turns
         self.loop = TurnLoop(verifier, turns, template)  # a row whose check the sandbox failed stops
+        self.seeds = CallSeeds()
+        self._kinds: TokenKinds | None = None
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
-        task_ids = list(trainer.batch_task_ids)
-        prompt_ids = trainer.tokenize_prompts(prompts)
+        task_ids = [self.index.task_id(p) for p in prompts]
+        prompt_ids = [base.prompt_ids(tokenizer, trl_prompt(p)) for p in prompts]
         rows = [Row([dict(m) for m in p], [], [], None) for p in prompts]
         talks = [Conversation(self.verifier.task(t)) for t in task_ids]
-        ends = frozenset(trainer.end_token_ids)
+        endings: list[str] = [LENGTH] * len(rows)
         seconds: list[float] = []
+        if self._kinds is None:
+            self._kinds = TokenKinds(tokenizer)
+        seed = self.seeds(trainer)
 
         def generate(turn: int, active: list[int]) -> list[str]:
             if turn > 1:
@@ -63,44 +85,55 @@ class MultiTurnRollout:
                     rows[r].mask += [0] * len(bridge)
                     if rows[r].logprobs is not None:
                         rows[r].logprobs += [0.0] * len(bridge)
-            ended = None
+            watch = None
             if turn < self.turns:  # a row that ends is checked while the others still generate
-                def ended(i: int, ids: list[int]) -> None:
-                    self.loop.start_check(talks, active[i], tokenizer.decode(ids, skip_special_tokens=True))
+                def ended(i: int, sample: Sample) -> None:
+                    answer = Completion(tokenizer.decode(sample.ids, skip_special_tokens=True), sample.cut)
+                    self.loop.start_check(talks, active[i], answer)
+
+                watch = Watch(self._kinds, on_end=ended)
             started = time.perf_counter()
-            with trainer.rows_of([task_ids[r] for r in active], ended):
-                ids, logprobs = trainer.generate_turn([prompt_ids[r] + rows[r].ids for r in active],
-                                                      trainer.num_generations if turn == 1 else 1)
+            samples = sample_rows(trainer, [prompt_ids[r] + rows[r].ids for r in active],
+                                  sample_seed(seed, turn), watch)
             seconds.append(time.perf_counter() - started)
             answers = []
-            for i, r in enumerate(active):
-                new = list(ids[i])
-                rows[r].ids += new
-                rows[r].mask += [1] * len(new)
-                if logprobs is not None:
-                    rows[r].logprobs = (rows[r].logprobs or []) + list(logprobs[i])
-                # An answer without an end token was cut at the length limit: its check knows.
-                answers.append(Completion(tokenizer.decode(new, skip_special_tokens=True), cut_at_limit(new, ends)))
+            for r, sample in zip(active, samples, strict=True):
+                rows[r].ids += sample.ids
+                rows[r].mask += [1] * len(sample.ids)
+                if sample.logprobs is not None:
+                    rows[r].logprobs = (rows[r].logprobs or []) + list(sample.logprobs)
+                endings[r] = sample.ended
+                # The backend says whether the answer was cut at the length limit: its check knows.
+                answers.append(Completion(tokenizer.decode(sample.ids, skip_special_tokens=True), sample.cut))
             return answers
 
+        started = time.perf_counter()
         stats = self.loop.run(talks, generate)
         total = len(rows)
+        metrics = {}
         for turn, (count, s) in enumerate(zip(stats.rows, seconds, strict=True), 1):
-            trainer.log_metric(f"multi_turn/rows_turn{turn}", count / max(1, total))
-            trainer.log_metric(f"timing/turn{turn}_s", s)
+            metrics[f"multi_turn/rows_turn{turn}"] = count / max(1, total)
+            metrics[f"timing/turn{turn}_s"] = s
         for turn, share in enumerate(stats.passed_check, 1):
-            trainer.log_metric(f"multi_turn/public_pass_turn{turn}", share)
-        trainer.log_metric("multi_turn/second_turn_frac",
-                           (stats.rows[1] if len(stats.rows) > 1 else 0) / max(1, total))
-        trainer.log_metric("multi_turn/turns_mean", sum(len(t.answers) for t in talks) / max(1, total))
+            metrics[f"multi_turn/public_pass_turn{turn}"] = share
+        metrics["multi_turn/second_turn_frac"] = (stats.rows[1] if len(stats.rows) > 1 else 0) / max(1, total)
+        metrics["multi_turn/turns_mean"] = sum(len(t.answers) for t in talks) / max(1, total)
+        version = int(trainer.state.global_step)
+        records = [Rollout(t, p, row.ids, talk.answers[-1], ended, row.logprobs, version,
+                           time.perf_counter() - started)
+                   for t, p, row, talk, ended in zip(task_ids, prompt_ids, rows, talks, endings, strict=True)]
+        batch = RolloutBatch(sum(seconds), total, 0, 0, metrics=metrics)
+        vllm = bool(getattr(trainer, "use_vllm", False))
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": [row.ids for row in rows],
-            "logprobs": [row.logprobs for row in rows] if rows and rows[0].logprobs is not None else None,
+            "logprobs": [row.logprobs for row in rows] if vllm and rows and rows[0].logprobs is not None else None,
             "env_mask": [row.mask for row in rows],
             "final_answer": [[{"role": "assistant", "content": t.answers[-1]}] for t in talks],
             "turns": [len(t.answers) for t in talks],
             "conversation": [t.turns() for t in talks],
+            "rollout": records,
+            "rollout_batch": batch,
         }
 
     @staticmethod

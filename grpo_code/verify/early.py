@@ -1,39 +1,24 @@
-"""The seam between a trainer that overlaps scoring with generation and the verifier.
+"""Scoring that starts while a batch still generates: the trainer's rollouts hold this.
 
-The trainer sees completions as they are generated; the reward function sees them later,
-as TRL hands them over. :class:`EarlyJobs` is all the trainer holds of scoring:
-
-- ``submit(task_id, text, truncated)``: a completion just ended; its program starts now;
+- ``submit(task_id, text, truncated)``: a completion just ended; its program starts now and
+  the returned handle travels with the completion's rollout record to the reward function;
 - ``speculate(task_id, partial)``: a completion still being generated holds a closed code
   block; that program starts now (if the finished completion extracts the same program,
   that run is its run, counted as executed, not as a cache hit);
-- ``discard()``: the batch is over; forget what was not claimed.
+- ``discard()``: every completion of the batch has its handle; speculations none took were wasted.
 
 ``on_program(task, program, verdict)``, if given, hears of each program as it starts: a
 finished completion's (``verdict``: the future of its result, ``None`` without code) and a
 speculated one's (``verdict`` ``None``). The generative judge starts its judgments there.
-
-The reward function ``claim``s each completion's early handle (or submits it then).
-Handles are keyed by (task id, text, whether it was cut at the length limit).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from grpo_code.tasks.prompts import completion_text
 from grpo_code.verify.verifier import Handle, Verifier
-
-
-def cut_at_limit(completion_ids: Sequence[int] | None, end_token_ids: frozenset[int]) -> bool:
-    """Whether a completion's token ids stop without an end token (cut at the length limit).
-    Without end tokens (or ids) nothing counts as cut."""
-    if not end_token_ids or completion_ids is None:
-        return False
-    return not len(completion_ids) or int(completion_ids[-1]) not in end_token_ids
 
 
 class EarlyJobs:
@@ -45,18 +30,15 @@ class EarlyJobs:
         self.style = style
         self.on_program = on_program
         self._lock = threading.Lock()
-        self._early: dict[tuple[str, str, bool], list[Handle]] = defaultdict(list)
         self._speculative: set[str] = set()
         self.speculated = 0
         """Jobs started by ``speculate``; ``speculation_wasted`` of them were never claimed."""
         self.speculation_wasted = 0
 
     def submit(self, task_id: str, text: str, truncated: bool = False) -> Handle:
-        """Start the job of a finished completion; the reward function claims it later."""
+        """Start the job of a finished completion; its record carries the handle."""
         task = self.verifier.task(task_id)
         handle = self._own(self.verifier.submit(task, text, self.style, truncated))
-        with self._lock:
-            self._early[(task_id, text, truncated)].append(handle)
         if self.on_program is not None:
             self.on_program(task, handle.extraction.program, handle.future)
         return handle
@@ -78,14 +60,6 @@ class EarlyJobs:
             self.on_program(task, extraction.program, None)
         return self.verifier.start(self.verifier.job(task, extraction.program), launched) is not None
 
-    def claim(self, task: Any, completion: Any, style: str, truncated: bool = False) -> Handle:
-        """The early handle of this completion if there is one, else a fresh submission."""
-        with self._lock:
-            waiting = self._early.get((task.id, completion_text(completion), truncated))
-            if waiting and style == self.style:
-                return waiting.pop(0)
-        return self._own(self.verifier.submit(task, completion, style, truncated))
-
     def _own(self, handle: Handle) -> Handle:
         """A job this trainer started by speculation is the completion's own run, not a reuse."""
         with self._lock:
@@ -96,10 +70,10 @@ class EarlyJobs:
         return handle
 
     def discard(self) -> int:
-        """Forget unclaimed early handles (the batch is over); returns how many."""
+        """The batch's completions all have their handles: count the speculated jobs none took
+        as wasted; returns how many."""
         with self._lock:
-            n = sum(len(v) for v in self._early.values())
-            self._early.clear()
-            self.speculation_wasted += len(self._speculative)
+            n = len(self._speculative)
+            self.speculation_wasted += n
             self._speculative.clear()
         return n
