@@ -191,3 +191,39 @@ def test_report_without_matplotlib_says_which_extra_to_install(tmp_path: Path, m
         "error: grpo-code report draws its plots with matplotlib, which is not installed "
         "(pip install 'grpo-code[report]')"]
     assert not (tmp_path / "out").exists()
+
+
+def _verdict_run(rows: list[dict]) -> "RunData":
+    from grpo_code.report.load import RunData
+
+    return RunData(name="r", path=Path("r"), rows=rows)
+
+
+def test_tests_that_never_ran_are_not_drawn_as_passes() -> None:
+    from grpo_code.report.plots import _verdict_shares
+
+    # A stop_on_failure step: 1 test of 10 passed, 1 failed, 8 never ran; a step whose value was too big.
+    new = {"step": 1, "tests/pass": 0.1, "tests/fail": 0.1, "tests/not_run": 0.8, "tests/output_limit": 0.0}
+    too_big = {"step": 2, "tests/pass": 0.5, "tests/output_limit": 0.5, "tests/fail": 0.0}
+    # A run logged before tests/pass was written: pass is what every other verdict leaves.
+    old = {"step": 3, "tests/fail": 0.1, "tests/not_run": 0.8, "tests/timeout": 0.0}
+    steps, shares = _verdict_shares(_verdict_run([new, too_big, old]))
+    assert steps == [1.0, 2.0, 3.0]
+    assert shares["pass"] == pytest.approx([0.1, 0.5, 0.1])
+    assert shares["not_run"] == pytest.approx([0.8, 0.0, 0.8])
+    assert shares["output_limit"] == pytest.approx([0.0, 0.5, 0.0])
+
+
+def test_batch_metrics_log_every_verdict_pass_included() -> None:
+    from types import SimpleNamespace
+
+    from grpo_code.rewards.metrics import batch_metrics
+    from grpo_code.sandbox.results import Verdict
+
+    tests = [SimpleNamespace(verdict=v, attested=True) for v in (Verdict.PASS, Verdict.FAIL, Verdict.NOT_RUN, Verdict.NOT_RUN)]
+    result = SimpleNamespace(status=SimpleNamespace(), tests=tests, duration_ms=5.0)
+    scored = [SimpleNamespace(source="executed", result=result, reward=0.25)]
+    m = batch_metrics(scored)
+    shares = {v.value: m[f"tests/{v.value}"] for v in Verdict}
+    assert shares["pass"] == 0.25 and shares["fail"] == 0.25 and shares["not_run"] == 0.5
+    assert sum(shares.values()) == pytest.approx(1.0)

@@ -20,9 +20,10 @@ from grpo_code import metric_names as M
 from grpo_code.errors import GrpoCodeError, MissingFileError
 from grpo_code.evaluate.files import read_jsonl
 from grpo_code.evaluate.summary import EvalSummary, SummaryFormatError
+from grpo_code.sandbox.results import Verdict
 
-# Test verdicts in the order they are stacked, and the completion-level shares logged next to them.
-TEST_VERDICTS = ["pass", "fail", "compile_error", "runtime_error", "timeout", "memory"]
+# Every test verdict, in the order they are stacked (pass first).
+TEST_VERDICTS = [v.value for v in Verdict]
 
 
 class ReportError(GrpoCodeError):

@@ -27,10 +27,11 @@ COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 # Verdict colours: green for pass, warm for wrong programs, cool/grey for limits and missing code.
 VERDICT_COLORS = {
     "pass": "#4c9a4c", "fail": "#d9534f", "compile_error": "#8e5ea2", "runtime_error": "#f0ad4e",
-    "timeout": "#5bc0de", "memory": "#337ab7", "no_code": "#9e9e9e", "masked": "#d0d0d0", "infra_error": "#333333",
+    "timeout": "#5bc0de", "memory": "#337ab7", "output_limit": "#b5651d", "not_run": "#e6e6e6",
+    "no_code": "#9e9e9e", "masked": "#d0d0d0", "infra_error": "#333333",
 }
 VERDICT_LABELS = {"compile_error": "compile error", "runtime_error": "runtime error", "no_code": "no code",
-                  "infra_error": "infra error"}
+                  "infra_error": "infra error", "output_limit": "output limit", "not_run": "not run"}
 WIDTH = 8.0
 
 
@@ -112,22 +113,26 @@ def per_step(runs: list[RunData], key: str, ylabel: str, title: str, share: bool
 
 
 def _verdict_shares(run: RunData) -> tuple[list[float], dict[str, list[float]]]:
-    """Test verdict shares per step; pass is what the other verdicts leave (it is not logged).
+    """Test verdict shares per step, each as logged (``tests/pass`` included).
 
-    Steps where no test ran (every completion without code, unfinished or masked) are left out.
+    Runs logged before ``tests/pass`` was written get pass as what every other verdict
+    leaves (``not_run`` and ``output_limit`` included, so tests that never ran are not
+    drawn as passes). Steps where no test ran (every completion without code, unfinished
+    or masked) are left out.
     """
     steps: list[float] = []
     shares: dict[str, list[float]] = {v: [] for v in TEST_VERDICTS}
     for row in run.rows:
-        if not any(f"tests/{v}" in row for v in TEST_VERDICTS[1:]):
+        if not any(M.verdict_share(v) in row for v in TEST_VERDICTS):
             continue
-        others = {v: float(row.get(f"tests/{v}", 0.0) or 0.0) for v in TEST_VERDICTS[1:]}
-        no_tests = sum(float(row.get(f"tests/{k}", 0.0) or 0.0) for k in ("no_code", "unfinished", "masked")) >= 1.0
-        if no_tests:
+        logged = {v: float(row.get(M.verdict_share(v), 0.0) or 0.0) for v in TEST_VERDICTS}
+        no_tests = sum(float(row.get(k, 0.0) or 0.0) for k in (M.NO_CODE, M.UNFINISHED, M.MASKED)) >= 1.0
+        if M.verdict_share("pass") not in row:
+            logged["pass"] = max(0.0, 1.0 - sum(s for v, s in logged.items() if v != "pass"))
+        if no_tests or sum(logged.values()) <= 0.0:
             continue
         steps.append(float(row["step"]))
-        shares["pass"].append(max(0.0, 1.0 - sum(others.values())))
-        for v, share in others.items():
+        for v, share in logged.items():
             shares[v].append(share)
     return steps, shares
 

@@ -2,7 +2,7 @@
 
 ``batch_metrics`` summarises one scored batch: ``tests/pass_rate`` (completions that
 passed every test, among those scored), the verdict mix (share of executed tests per
-verdict, plus the share of completions with no code, with an unfinished program cut at
+verdict, pass and not_run included, plus the share of completions with no code, with an unfinished program cut at
 the length limit, and of masked ones), ``tests/unattested`` (executed tests judged inside
 the program's process, whose passes the verifier counts as fails by default),
 ``sandbox/latency_p50_ms`` / ``p95`` over the jobs that actually ran, and
@@ -53,8 +53,7 @@ def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
     }
     out[M.UNATTESTED] = sum(not t.attested for r in judged for t in r.tests) / n_tests if n_tests else 0.0
     for key in VERDICT_KEYS:
-        if key != "pass":
-            out[M.verdict_share(key)] = verdicts.get(key, 0) / n_tests if n_tests else 0.0
+        out[M.verdict_share(key)] = verdicts.get(key, 0) / n_tests if n_tests else 0.0
     executed = [s.result.duration_ms for s in with_code if s.source == "executed" and s.result is not None]
     out[M.EXECUTED] = float(len(executed))
     if executed:
