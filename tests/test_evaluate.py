@@ -23,6 +23,7 @@ from grpo_code.config import SandboxConfig, load_config
 from grpo_code.errors import GrpoCodeError
 from grpo_code.evaluate import (
     EvalError,
+    Hooks,
     EvalRequest,
     EvalSettings,
     EvalSummary,
@@ -183,6 +184,27 @@ def test_resume_reruns_verdicts_of_another_harness(tmp_path: Path, monkeypatch: 
         for r in records[-2:]))
     assert pass_at_1() == 1.0 and sb.jobs == 10
     assert pass_at_1() == 1.0 and sb.jobs == 10
+
+
+def test_resume_reruns_verdicts_of_a_changed_test_and_says_so(tmp_path: Path) -> None:
+    suite = load_suite("demo")
+    task = suite.tasks[0]
+    path = _samples(tmp_path, [{"task_id": task.id, "solution": task.reference}])
+    out, sb, notes = tmp_path / "out", JudgingSandbox(), []
+
+    def pass_at_1(s) -> float:
+        hooks = Hooks(note=lambda text: notes.append(text) if "another version" in text else None)
+        return score_samples(path, s, [1], out, sb, hooks=hooks).pass_at_k[1]
+
+    assert pass_at_1(suite) == 0.0 and sb.jobs == 1  # a broken test fails the right solution
+    sb.fixed = True
+    assert pass_at_1(suite) == 0.0 and sb.jobs == 1 and not notes  # same tests: the verdict is reused
+    fixed_test = dataclasses.replace(task.tests[0], expected=[task.tests[0].expected])  # another expected value
+    fixed = dataclasses.replace(suite, tasks=(dataclasses.replace(task, tests=(fixed_test, *task.tests[1:])),
+                                              *suite.tasks[1:]))
+    assert pass_at_1(fixed) == 1.0 and sb.jobs == 2  # the test was fixed: the sample runs again
+    assert notes == ["1 results were judged against another version of their task (its tests, checkers, limits or "
+                     "prompt changed since) and run again"]
 
 
 # ------------------------------------------------------------------ resumable model evals

@@ -52,11 +52,14 @@ def execute(verifier: Verifier, samples: list[dict[str, Any]], results_path: Pat
              hooks: Hooks) -> dict[str, list[dict]]:
     """Run every sample lacking a result and return the results per task. Sandbox
     infrastructure errors are not written, and are reported once the rest is saved. A
-    record is reused only for the same program under the same harness fingerprint (records
-    without one are older than it and run again), so a changed extraction rule reruns. A
+    record is reused only for the same program under the same harness fingerprint and the
+    same task (its content hash: tests, checkers, limits, helpers, prompt); records without
+    one are older than it and run again, so a changed extraction rule or a fixed test
+    reruns, with a note of how many were judged against another version of their task. A
     sample cut at the length limit inside its program (``truncated``) is unfinished: not
     run, not passed (the verifier's rule, as in training)."""
-    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness")): r for r in read_jsonl(results_path)}
+    records = read_jsonl(results_path)
+    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness"), r.get("task")): r for r in records}
     harness = {lang: verifier.fingerprint(lang) for lang in {verifier.task(s["task_id"]).language for s in samples}}
     keyed = []
     for s in samples:
@@ -64,8 +67,13 @@ def execute(verifier: Verifier, samples: list[dict[str, Any]], results_path: Pat
         built = program_of(task, s)
         cut = unfinished(built, bool(s.get("truncated")))
         program_sha = "none" if built.program is None else ("unfinished:" if cut else "") + sha(built.program)
-        keyed.append((s, (s["task_id"], s["index"], program_sha, harness[task.language]), task, built))
+        key = (s["task_id"], s["index"], program_sha, harness[task.language], task.content_hash()[:16])
+        keyed.append((s, key, task, built))
     pending = [item for item in keyed if item[1] not in done]
+    stale = {k[:4] for k in done if k[4] is not None} & {item[1][:4] for item in pending}
+    if stale:
+        hooks.note(f"{len(stale)} results were judged against another version of their task (its tests, checkers, "
+                   f"limits or prompt changed since) and run again")
     hooks.start("execute", len(pending))
     appender = Appender(results_path)
     infra = 0
@@ -81,7 +89,7 @@ def execute(verifier: Verifier, samples: list[dict[str, Any]], results_path: Pat
             result, failure = judged.result, judged.failure
             record = {"task_id": s["task_id"], "index": s["index"],
                       "sample_sha": sha(s.get("completion", "") + "\0" + s.get("solution", "")),
-                      "program_sha": key[2], "harness": key[3], "status": judged.status,
+                      "program_sha": key[2], "harness": key[3], "task": key[4], "status": judged.status,
                       "passed": result.passed if result else 0, "total": result.total if result else 0,
                       "extraction": judged.how,
                       "verdicts": [t.verdict.value for t in result.tests] if result else [],
