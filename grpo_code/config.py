@@ -362,9 +362,11 @@ class RunConfig:
 
 def _cross_checks(cfg: RunConfig) -> list[str]:
     problems = []
-    if cfg.eval.k and max(cfg.eval.k) > cfg.eval.n:
+    # One rule for k > n, from the config or the command line: such a k is skipped with a
+    # note when the eval runs (evaluate.score.usable_ks); only when none is left is it an error.
+    if cfg.eval.k and min(cfg.eval.k) > cfg.eval.n:
         problems.append(
-            f"eval.k: {cfg.eval.k} has k > eval.n={cfg.eval.n} (pass@k needs n >= k; raise eval.n or drop k)"
+            f"eval.k: {cfg.eval.k} has no k <= eval.n={cfg.eval.n} (pass@k needs n >= k; raise eval.n or lower k)"
         )
     if any(k < 1 for k in cfg.eval.k):
         problems.append(f"eval.k: {cfg.eval.k} must hold positive integers (e.g. [1, 5])")

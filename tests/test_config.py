@@ -74,7 +74,17 @@ def test_bounds_and_cross_checks(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"sandbox.workers: 0 is too small \(must be >= 1\)"):
         load_config(None, ["sandbox.workers=0"])
     with pytest.raises(ConfigError, match="eval.k"):
-        load_config(None, ["eval.n=2", "eval.k=1,5"])
+        load_config(None, ["eval.n=2", "eval.k=4,5"])
+
+
+def test_k_above_n_is_one_rule_from_the_config_and_the_command_line() -> None:
+    from grpo_code.evaluate import usable_ks
+
+    # A k above n is skipped with a note wherever n comes from; only no k left is an error.
+    cfg = load_config(None, ["eval.n=2", "eval.k=1,5"])
+    notes: list[str] = []
+    assert usable_ks(cfg.eval.k, cfg.eval.n, notes.append) == [1]
+    assert notes == ["pass@5 skipped: pass@k needs k <= n, and n=2 samples per task"]
     with pytest.raises(ConfigError, match="generation.server_url"):
         load_config(None, ["generation.backend=openai"])
     with pytest.raises(ConfigError, match="sandbox.max_job_output_kb: 32 is under sandbox.max_output_kb=64"):
