@@ -287,6 +287,9 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
+        if checkpoint and prompt_filter is not None and not trainer.restore_filter(checkpoint):
+            log(f"note: {checkpoint} holds no prompt filter state: the filter starts with no history, so the "
+                "prompts drawn from here differ from an uninterrupted run's")
         try:
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         finally:

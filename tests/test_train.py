@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import shutil
@@ -202,6 +203,59 @@ def test_filtering_sampler_keeps_trl_repeat_pattern_and_avoids_dead_prompts() ->
     assert first[6:] == chunk  # the chunk repeats (steps_per_generation / num_iterations)
     assert all(chunk[i] == chunk[i + 1] for i in range(0, 6, 2))  # each prompt twice in a row
     assert not {0, 1} & set(out)
+
+
+def _filtered_run(steps: int, save_at: int | None = None, state: dict | None = None,
+                  restore: bool = True) -> tuple[list[list[int]], dict | None]:
+    """Prompts of each step of a Trainer-like loop over a filtering sampler (one batch of
+    prefetch, as accelerate's data loader): from step 0, or resumed from ``state`` saved
+    after step ``save_at``, skipping the batches already trained by iterating them again."""
+    ids = [f"t{i}" for i in range(7)]
+    f = PromptFilter(history=1, skip_prob=0.7, seed=3)
+    sampler = FilteringSampler(range(7), ids, f, mini_repeat_count=2, batch_size=2, repeat_count=1, seed=5)
+    per_epoch, width = 7 // 2, 4
+    start = 0
+    if state is not None:
+        start = save_at
+        if restore:
+            state = json.loads(json.dumps(state))  # as prompt_filter.json holds it
+            f.load_state_dict(state["filter"])
+            sampler.load_state_dict(state["sampler"])
+    taken: list[list[int]] = []
+    saved = None
+    step = start
+    for epoch in range(start // per_epoch, 1 + steps // per_epoch):
+        sampler.set_epoch(epoch)
+        flat = iter(sampler)
+        batches = iter(lambda: list(itertools.islice(flat, width)), [])
+        ahead = next(batches, None)
+        skip = start % per_epoch if epoch == start // per_epoch else 0
+        for i in itertools.count():
+            batch, ahead = ahead, next(batches, None)  # the loader fetches the next batch with this one
+            if batch is None or step >= steps:
+                break
+            if i < skip:
+                continue
+            taken.append(batch[::2])
+            for index in batch[::2]:  # this step's rewards: all equal (no gradient) for some tasks
+                f.record(ids[index], [1.0, 1.0] if (step + index) % 3 else [0.0, 1.0])
+            step += 1
+            if step == save_at and state is None:
+                saved = {"filter": f.state_dict(), "sampler": sampler.state_dict()}
+    return taken, saved
+
+
+@pytest.mark.parametrize("save_at", [1, 3, 5, 6])  # mid-epoch, at an epoch's end, in a later epoch
+def test_a_resumed_filtered_run_draws_the_prompts_of_an_uninterrupted_one(save_at: int) -> None:
+    whole, state = _filtered_run(12, save_at)
+    resumed, _ = _filtered_run(12, save_at, state)
+    assert resumed == whole[save_at:]
+    assert len(resumed) == 12 - save_at
+
+
+def test_a_resume_without_the_filter_state_would_draw_other_prompts() -> None:
+    whole, state = _filtered_run(12, 5)
+    assert _filtered_run(12, 5, state, restore=False)[0] != whole[5:]
 
 
 def test_config_diff_names_keys_but_not_the_run_dir() -> None:
@@ -473,7 +527,8 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
     from safetensors.torch import load_file
 
     run = tmp_path / "run"
-    tiny = [*TINY, f"model.name={tiny_model_dir}"]
+    # The prompt filter on: its state is saved in each checkpoint and restored on resume.
+    tiny = [*TINY, f"model.name={tiny_model_dir}", "train.filter.enabled=true", "train.filter.history=1"]
     result = runner.invoke(app, ["train", *tiny, f"output.dir={run}"])
     assert result.exit_code == 0, result.output
     assert "model saved to" in result.stdout and "grpo-code eval" in result.stdout
@@ -509,6 +564,8 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
     assert [k for k in after if not before[k].equal(after[k])], "the GRPO update changed no parameter"
     assert (run / "checkpoint-1" / "trainer_state.json").is_file()
     assert (run / "checkpoint-2" / "trainer_state.json").is_file()
+    saved = json.loads((run / "checkpoint-1" / "prompt_filter.json").read_text())
+    assert saved["sampler"]["drawn"] and set(saved["filter"]["zero"]) <= {c["task_id"] for c in completions[:8]}
 
     # A run killed after its first checkpoint: --resume (no config: the run's own) trains step 2 only.
     shutil.rmtree(run / "checkpoint-2")

@@ -16,7 +16,10 @@ it) and ``timing/step_s``. Logged per step:
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
@@ -32,14 +35,58 @@ class GrpoCodeTrainer(SeamTrainer):
         super().__init__(*args, **kwargs)
         self.trim_padding = trim_padding
         self.prompt_filter = prompt_filter
+        self.filter_sampler: FilteringSampler | None = None
+        self._sampler_state: dict[str, Any] | None = None
         # First, so every other callback (metrics.jsonl, TensorBoard, the progress bar) sees the step's time.
         self.callback_handler.callbacks.insert(0, StepTimer())
+        if prompt_filter is not None:
+            self.add_callback(FilterCheckpoint(self))
 
     def train_sampler(self, dataset: Any, pattern: RepeatPattern) -> Any:
         if self.prompt_filter is None:
             return None
-        return FilteringSampler(dataset, dataset["task_id"], self.prompt_filter, pattern.mini_repeat_count,
-                                pattern.batch_size, pattern.repeat_count, seed=pattern.seed)
+        self.filter_sampler = FilteringSampler(dataset, dataset["task_id"], self.prompt_filter,
+                                               pattern.mini_repeat_count, pattern.batch_size, pattern.repeat_count,
+                                               seed=pattern.seed)
+        if self._sampler_state is not None:
+            self.filter_sampler.load_state_dict(self._sampler_state)
+        return self.filter_sampler
+
+    def filter_state(self) -> dict[str, Any]:
+        """What ``prompt_filter.json`` holds: the filter's and its sampler's state."""
+        assert self.prompt_filter is not None
+        sampler = self.filter_sampler.state_dict() if self.filter_sampler is not None else None
+        return {"filter": self.prompt_filter.state_dict(), "sampler": sampler}
+
+    def restore_filter(self, checkpoint: Path) -> bool:
+        """Load the prompt filter's state saved in ``checkpoint``; False when it holds none
+        (a checkpoint of a run without the filter, or of an older grpo-code)."""
+        path = Path(checkpoint) / FILTER_STATE
+        if self.prompt_filter is None or not path.is_file():
+            return False
+        state = json.loads(path.read_text())
+        self.prompt_filter.load_state_dict(state["filter"])
+        self._sampler_state = state["sampler"]
+        return True
+
+
+FILTER_STATE = "prompt_filter.json"
+
+
+class FilterCheckpoint(TrainerCallback):
+    """Writes the prompt filter's state into each checkpoint, for a faithful ``--resume``."""
+
+    def __init__(self, trainer: GrpoCodeTrainer) -> None:
+        self.trainer = trainer
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not state.is_world_process_zero:
+            return
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if checkpoint.is_dir():
+            tmp = checkpoint / (FILTER_STATE + ".tmp")
+            tmp.write_text(json.dumps(self.trainer.filter_state()))
+            os.replace(tmp, checkpoint / FILTER_STATE)
 
 
 class StepTimer(TrainerCallback):
