@@ -326,7 +326,6 @@ class TrainConfig:
 class EvalConfig:
     n: int = field(default=10, metadata=bounds(1))
     k: list[int] = field(default_factory=lambda: [1, 5, 10])
-    temperature: float = field(default=0.8, metadata=bounds(0.0))
     seed: int = 0
     turns: int = field(default=1, metadata=bounds(1, 10))
     """Answers per sample, with execution feedback on the public tests between them (chat models)."""
@@ -360,8 +359,29 @@ class RunConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
+TRL_KEYS_SAID_ELSEWHERE = {
+    "temperature": "generation.temperature", "top_p": "generation.top_p", "top_k": "generation.top_k",
+    "max_completion_length": "generation.max_new_tokens", "use_vllm": "generation.backend",
+    "vllm_mode": "generation.vllm_mode", "vllm_gpu_memory_utilization": "generation.vllm_gpu_memory_utilization",
+    "vllm_server_base_url": "generation.server_url", "seed": "train.seed", "output_dir": "output.dir",
+    "report_to": "output.report_to", "trust_remote_code": "model.trust_remote_code",
+}
+"""``trl.GRPOConfig`` fields grpo-code fills from its own keys: each setting is said once,
+there, and training and eval both read it; ``train.trl`` may not say it again."""
+
+MOVED = {
+    "eval.temperature": "generation.temperature (eval and training sample alike; `grpo-code eval --temperature` "
+                        "overrides it for one eval)",
+}
+"""Keys that are gone because another says the same thing: the hint names that one."""
+
+
 def _cross_checks(cfg: RunConfig) -> list[str]:
     problems = []
+    for key in cfg.train.trl:
+        if key in TRL_KEYS_SAID_ELSEWHERE:
+            problems.append(f"train.trl.{key}: said once, as {TRL_KEYS_SAID_ELSEWHERE[key]}; set that instead "
+                            "(grpo-code hands it to TRL)")
     # One rule for k > n, from the config or the command line: such a k is skipped with a
     # note when the eval runs (evaluate.score.usable_ks); only when none is left is it an error.
     if cfg.eval.k and min(cfg.eval.k) > cfg.eval.n:
@@ -402,9 +422,11 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
         path = None
     resolved = resolve_config_path(path)
     source = str(path) if path is not None else str(resolved)
-    cfg, problems = build(RunConfig, read_yaml(resolved), overrides or [])
-    if not problems:
-        problems.extend(_cross_checks(cfg))
+    cfg, problems = build(RunConfig, read_yaml(resolved), overrides or [], moved=MOVED)
+    # Every problem at once: cross-field checks run on what was valid (a field that was not
+    # has its default), and those that name a field already reported are left out.
+    bad = {p.split(":", 1)[0].split("[", 1)[0] for p in problems}
+    problems.extend(p for p in _cross_checks(cfg) if not any(key in p for key in bad))
     if problems:
         raise ConfigError(problems, source)
     if cfg.generation.backend == "auto":

@@ -33,11 +33,13 @@ def bounds(lo: float | None = None, hi: float | None = None) -> dict[str, float 
     return {"min": lo, "max": hi}
 
 
-def build(cls: type[T], data: dict[str, Any], overrides: list[str]) -> tuple[T, list[str]]:
+def build(cls: type[T], data: dict[str, Any], overrides: list[str],
+          moved: dict[str, str] | None = None) -> tuple[T, list[str]]:
     """``data`` with ``overrides`` (``a.b=value``) applied, as a ``cls``, and every problem found
-    (the object is only meaningful when there are none)."""
+    (the object is only meaningful when there are none). ``moved``: keys that are gone, with
+    the key that now says the same thing."""
     nested, raw, problems = parse_overrides(overrides)
-    loader = _Loader(raw)
+    loader = _Loader(raw, moved or {})
     loader.problems.extend(problems)
     return loader.build(cls, _merge(data, nested), ""), loader.problems
 
@@ -60,9 +62,10 @@ def _type_name(tp: Any) -> str:
 
 
 class _Loader:
-    def __init__(self, raw_overrides: dict[str, str]):
+    def __init__(self, raw_overrides: dict[str, str], moved: dict[str, str]):
         self.problems: list[str] = []
         self.raw = raw_overrides
+        self.moved = moved
 
     def fail(self, key: str, value: Any, expected: str) -> None:
         self.problems.append(f"{key}: {value!r} is invalid (expected {expected})")
@@ -78,6 +81,9 @@ class _Loader:
         for key in data:
             if key not in names:
                 full = f"{prefix}.{key}" if prefix else str(key)
+                if full in self.moved:
+                    self.problems.append(f"{full}: said once now, as {self.moved[full]}")
+                    continue
                 close = difflib.get_close_matches(str(key), names, n=1)
                 fix = f"did you mean {close[0]!r}?" if close else "valid keys: " + ", ".join(names)
                 self.problems.append(f"{full}: unknown key ({fix})")
@@ -146,7 +152,18 @@ class _Loader:
                 return _BAD if any(i is _BAD for i in items) else items
         elif origin is dict:
             if isinstance(value, dict):
-                return value
+                key_tp, item_tp = typing.get_args(tp) or (Any, Any)
+                out = {}
+                for k, v in value.items():
+                    # `a.b.3=2` on the command line names key "3"; a dict[int, ...] means 3.
+                    if key_tp is int and isinstance(k, str) and k.strip().lstrip("-").isdigit():
+                        k = int(k)
+                    ck = self.coerce(k, key_tp, f"{key}.{k}")
+                    cv = self.coerce(v, item_tp, f"{key}.{k}")
+                    if ck is _BAD or cv is _BAD:
+                        return _BAD
+                    out[ck] = cv
+                return out
         self.fail(key, value, _type_name(tp))
         return _BAD
 

@@ -145,3 +145,38 @@ def test_accelerate_configs_are_valid_yaml(path: Path) -> None:
     assert not set(data.get("deepspeed_config", {})) - options
     if data["distributed_type"] == "DEEPSPEED":
         assert data["deepspeed_config"]["zero_stage"] in (2, 3)
+
+
+def test_config_validate_lists_every_problem_cross_field_ones_included(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from grpo_code.cli import app
+
+    path = tmp_path / "three.yaml"
+    path.write_text("sandbox:\n  workers: 0\ngeneration:\n  backend: openai\neval:\n  n: many\n")
+    result = CliRunner().invoke(app, ["config", "validate", "--no-trl", str(path)])
+    assert result.exit_code == 2
+    for problem in ("sandbox.workers: 0 is too small", "eval.n: 'many' is invalid",
+                    "generation.server_url: null but backend is openai"):  # the last one is cross-field
+        assert problem in result.stderr, result.stderr
+
+
+def test_a_cross_check_on_a_field_already_reported_is_not_said_twice() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["eval.n=zero", "eval.k=4,5"])
+    assert "eval.n: 'zero' is invalid" in str(err.value) and "no k <= eval.n" not in str(err.value)
+
+
+def test_one_key_per_sampling_setting() -> None:
+    with pytest.raises(ConfigError, match=r"train.trl.temperature: said once, as generation.temperature"):
+        load_config(None, ["train.trl.temperature=0.5"])
+    with pytest.raises(ConfigError, match=r"eval.temperature: said once now, as generation.temperature"):
+        load_config(None, ["eval.temperature=0.5"])
+    assert load_config(None, ["generation.temperature=0.5"]).generation.temperature == 0.5
+
+
+def test_a_dict_of_ints_can_be_set_from_the_command_line() -> None:
+    cfg = load_config(None, ["rewards.judge.votes_schedule.0=1", "rewards.judge.votes_schedule.20=3"])
+    assert cfg.rewards.judge.votes_schedule == {0: 1, 20: 3}
+    with pytest.raises(ConfigError, match="votes_schedule.x"):
+        load_config(None, ["rewards.judge.votes_schedule.x=1"])

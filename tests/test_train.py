@@ -306,7 +306,9 @@ def test_training_samples_like_eval(tmp_path: Path) -> None:
     cfg = load_config(None, [])
     assert grpo_args(cfg, tmp_path).top_k == cfg.generation.top_k == 50
     assert grpo_args(load_config(None, ["generation.top_k=0"]), tmp_path).top_k == 0
-    assert grpo_args(load_config(None, ["train.trl.top_k=7"]), tmp_path).top_k == 7  # train.trl wins
+    # One key per meaning: train.trl may not say a sampling setting again.
+    with pytest.raises(ConfigError, match=r"train.trl.top_k: said once, as generation.top_k"):
+        load_config(None, ["train.trl.top_k=7"])
 
 
 def test_stop_after_code_refuses_what_it_cannot_do(tmp_path: Path) -> None:

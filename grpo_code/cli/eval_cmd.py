@@ -19,7 +19,7 @@ def evaluate(
     split: Annotated[str | None, typer.Option(help="A split name, an id range A-B, or all (default: tasks.eval_split).")] = None,
     n: Annotated[int | None, typer.Option("--n", help="Samples per task (default: eval.n).")] = None,
     k: Annotated[str | None, typer.Option("--k", help="Comma-separated k values for pass@k (default: eval.k).")] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature; 0 = greedy (default: eval.temperature).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature; 0 = greedy (default: generation.temperature, as training samples).")] = None,
     max_new_tokens: Annotated[int | None, typer.Option(help="Tokens per completion (default: generation.max_new_tokens).")] = None,
     backend: Annotated[str | None, typer.Option(help="hf, vllm or openai (default: generation.backend).")] = None,
     server_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL for --backend openai.")] = None,

@@ -109,7 +109,7 @@ def _plan(r: EvalRequest, note: Callable[[str], None]) -> _Plan:
     split = r.split if r.split is not None else ("all" if r.samples is not None else cfg.tasks.eval_split)
     suite = load_suite(r.tasks or cfg.tasks.suite, cfg.tasks.paths).split(split)
     n = r.n or cfg.eval.n
-    temperature = cfg.eval.temperature if r.temperature is None else r.temperature
+    temperature = cfg.generation.temperature if r.temperature is None else r.temperature
     seed = cfg.eval.seed if r.seed is None else r.seed
     backend = r.backend or cfg.generation.backend
     sandbox = cfg.sandbox if r.sandbox_backend is None else replace(cfg.sandbox, backend=r.sandbox_backend)
