@@ -201,3 +201,23 @@ def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(dem
     metrics = out["rollout_batch"].metrics
     assert metrics["multi_turn/second_turn_frac"] == 1.0 and metrics["multi_turn/turns_mean"] == 2.5
     assert [r.task_id for r in out["rollout"]] == rows and all(r.ended == "end" for r in out["rollout"])
+
+
+def test_a_chat_template_that_rewrites_the_past_is_a_user_error() -> None:
+    from grpo_code.errors import ModelError
+    from grpo_code.training.multiturn import MultiTurnRollout, Row
+    from grpo_code.verify.turns import Conversation
+
+    class Rewriting:  # a template that drops earlier assistant turns once a user turn follows
+        eos_token = None
+
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+            last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+            kept = [m for i, m in enumerate(messages) if m["role"] != "assistant" or i > last_user]
+            return "".join(f"<{m['role']}>{m['content']}" for m in kept)
+
+    row = Row(messages=[{"role": "user", "content": "task"}], ids=[1], mask=[1], logprobs=None)
+    talk = Conversation(task=None, answers=["answer"], notes=["feedback"])
+    with pytest.raises(ModelError, match="train.multi_turn.turns=1") as err:
+        MultiTurnRollout._bridge(Rewriting(), row, talk)
+    assert err.value.exit_code == 2

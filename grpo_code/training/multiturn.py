@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_code.errors import ConfigError
+from grpo_code.errors import ConfigError, ModelError
 from grpo_code.generation import base
 from grpo_code.generation.base import Completion
 from grpo_code.generation.stream import LENGTH, Sample, TokenKinds, Watch, sample_seed
@@ -151,8 +151,9 @@ class MultiTurnRollout:
         after = tokenizer.apply_chat_template([*history, last, {"role": "user", "content": note}],
                                               tokenize=False, add_generation_prompt=True)
         if not after.startswith(before) or ANSWER_MARK not in before:
-            raise ValueError("train.multi_turn needs a chat template that renders a conversation as the "
-                             "earlier one plus the new turns")
+            raise ModelError("train.multi_turn needs a chat template that renders a conversation as the "
+                             "earlier one plus the new turns; this model's does not",
+                             "train with train.multi_turn.turns=1, or use a model whose template only appends turns")
         tail = before[before.rindex(ANSWER_MARK) + len(ANSWER_MARK):] + after[len(before):]
         eos = tokenizer.eos_token
         if eos and row.ids and row.ids[-1] == tokenizer.eos_token_id and tail.startswith(eos):
