@@ -312,8 +312,9 @@ class TrainConfig:
     stop_after_code: bool = False
     """Stop a completion as soon as it holds a whole program (its code block closed, or prose
     followed the code): the prose a chat model writes after its code is neither generated
-    nor trained on. Training on the ``hf`` backend only (``grpo-code eval --stop-after-code``
-    does the same in evals)."""
+    nor trained on. Needs the generation in the training process: ``hf``, or ``vllm``
+    colocated (a vLLM server generates whole completions). ``grpo-code eval
+    --stop-after-code`` does the same in evals."""
     trim_padding: bool = True
     """Run the training forward pass in groups of rows of similar length, each cut to its
     widest row, instead of the whole batch padded to its longest prompt and completion.

@@ -46,12 +46,6 @@ class TrainSummary:
     wall_s: float
 
 
-def step_series(path: Path, key: str) -> list[tuple[int, float]]:
-    """``(step, value)`` of ``key`` from a ``metrics.jsonl``, in step order (the report's
-    reader: a step logged twice keeps its last value)."""
-    return step_values(read_metrics(path), key)
-
-
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(data, dict):
         out: dict[str, Any] = {}

@@ -23,10 +23,10 @@ from grpo_code.config import SandboxConfig, load_config
 from grpo_code.errors import GrpoCodeError
 from grpo_code.evaluate import (
     EvalError,
-    Hooks,
     EvalRequest,
     EvalSettings,
     EvalSummary,
+    Hooks,
     TaskCount,
     bootstrap_ci,
     eval_model,

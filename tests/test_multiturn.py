@@ -14,9 +14,9 @@ from grpo_code.evaluate import EvalSettings, eval_model
 from grpo_code.sandbox import Sandbox
 from grpo_code.sandbox.types import Result, Status, TestResult, Verdict
 from grpo_code.tasks import load_suite
-from grpo_code.verify import feedback
 from grpo_code.tasks.examples import docstring_examples, prompt_assert
 from grpo_code.tasks.schema import task_from_dict
+from grpo_code.verify import feedback
 
 HIDDEN = (424242, -515051, 777001)
 """Expected values of the hidden tests: no prompt may ever hold one."""

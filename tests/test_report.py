@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from grpo_code.cli import app
 from grpo_code.errors import MissingFileError
 from grpo_code.report import ReportError, build_report
-from grpo_code.report.load import load_dirs, run_summary
+from grpo_code.report.load import RunData, load_dirs, run_summary
 
 DATA = Path(__file__).parent / "data" / "report"
 RUN = DATA / "run-demo"  # 12 CPU demo steps, prompt filter off
@@ -193,9 +193,7 @@ def test_report_without_matplotlib_says_which_extra_to_install(tmp_path: Path, m
     assert not (tmp_path / "out").exists()
 
 
-def _verdict_run(rows: list[dict]) -> "RunData":
-    from grpo_code.report.load import RunData
-
+def _verdict_run(rows: list[dict]) -> RunData:
     return RunData(name="r", path=Path("r"), rows=rows)
 
 

@@ -337,7 +337,7 @@ class Scorer:
         return self.early.discard()
 
     counts = property(lambda self: self.verifier.counts)
-    hit_rate = property(lambda self: self.verifier.hit_rate)
+    hit_rate = property(lambda self: self.verifier.runs.hit_rate)
     speculated = property(lambda self: self.early.speculated)
     speculation_wasted = property(lambda self: self.early.speculation_wasted)
 
@@ -654,9 +654,9 @@ def test_reward_function_masks_and_fails_loudly():
 def test_reward_function_needs_task_ids():
     [func] = build_reward_funcs(RewardsConfig(), reward_verifier(RewardsConfig(), FakeSandbox(judge), [add_task()]))
     with pytest.raises(RewardError, match="task_id"):
-        func.score_batch(["p"], ["c"])
+        asyncio.run(func(["p"], ["c"]))
     with pytest.raises(UnknownTask, match="'nope', which is not in the task set"):  # the one lookup of every path
-        func.score_batch(["p"], ["c"], task_id=["nope"])
+        asyncio.run(func(["p"], ["c"], task_id=["nope"]))
 
 
 def test_reward_function_blends_a_model():

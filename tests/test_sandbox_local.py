@@ -125,7 +125,10 @@ def test_concurrent_callers_threads_and_async(sandbox):
     threads = [threading.Thread(target=worker, args=(k, b)) for k, b in (("good", jobs), ("bad", bad))]
     for t in threads:
         t.start()
-    async_results = asyncio.run(sandbox.arun(jobs[:4]))
+    async def awaited() -> list:  # from async code: the futures wrapped, the event loop not blocked
+        return list(await asyncio.gather(*(asyncio.wrap_future(sandbox.submit(job)) for job in jobs[:4])))
+
+    async_results = asyncio.run(awaited())
     for t in threads:
         t.join()
     assert all(r.status is Status.PASS for r in out["good"] + async_results)

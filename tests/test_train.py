@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from grpo_code.cli import app
 from grpo_code.config import load_config
 from grpo_code.errors import ConfigError, GrpoCodeError
-from grpo_code.report.load import quarters
+from grpo_code.report.load import quarters, read_metrics, step_values
 from grpo_code.tasks import load_suite
 from grpo_code.train import (
     TrainError,
@@ -29,7 +29,6 @@ from grpo_code.train import (
     grpo_args,
     last_checkpoint,
     prepare_run,
-    step_series,
     summary_lines,
 )
 from grpo_code.training.callbacks import ProgressBar
@@ -96,17 +95,20 @@ def test_summary_of_one_step_and_of_no_reward(tmp_path: Path) -> None:
     assert lines[-1] == f"evaluate it: grpo-code eval {tmp_path / 'final'} --tasks demo --n 4 --k 1,4"
 
 
-def test_step_series_reads_metrics_and_keeps_a_redone_steps_last_value(tmp_path: Path) -> None:
+def test_metrics_are_read_keeping_a_redone_steps_last_value(tmp_path: Path) -> None:
+    def series(path: Path) -> list[tuple[int, float]]:
+        return step_values(read_metrics(path), "reward")
+
     path = tmp_path / "metrics.jsonl"
     rows = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 2, "loss": 1.0},
             {"step": 2, "reward": 0.3}, {"step": 3, "train_runtime": 5.0}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 4, "rew')  # torn by a kill
-    assert step_series(path, "reward") == [(1, 0.1), (2, 0.3)]
-    assert step_series(tmp_path / "none.jsonl", "reward") == []
+    assert series(path) == [(1, 0.1), (2, 0.3)]
+    assert series(tmp_path / "none.jsonl") == []
     # A damaged line that is not the torn last one is named, not skipped.
     path.write_text("\n".join(json.dumps(r) for r in rows[:2]) + "\n{not json\n" + json.dumps(rows[3]) + "\n")
     with pytest.raises(GrpoCodeError, match=r"metrics.jsonl, line 3: not a JSON record"):
-        step_series(path, "reward")
+        series(path)
 
 
 class FakeStream(io.StringIO):
@@ -227,7 +229,7 @@ def _filtered_run(steps: int, save_at: int | None = None, state: dict | None = N
     for epoch in range(start // per_epoch, 1 + steps // per_epoch):
         sampler.set_epoch(epoch)
         flat = iter(sampler)
-        batches = iter(lambda: list(itertools.islice(flat, width)), [])
+        batches = iter(lambda flat=flat: list(itertools.islice(flat, width)), [])
         ahead = next(batches, None)
         skip = start % per_epoch if epoch == start // per_epoch else 0
         for i in itertools.count():

@@ -31,7 +31,7 @@ def evaluate(
     samples: Annotated[Path | None, typer.Option("--samples", help="Score this JSONL of task_id + completion/solution "
                                                  "instead of generating (human-eval/evalplus formats).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (default: evals/<suite>-<split>-n<N>-t<T>-s<seed>). Reruns resume it.")] = None,
-    sandbox_backend: Annotated[str | None, typer.Option("--sandbox", help="Sandbox backend: auto, docker or local.")] = None,
+    sandbox_backend: Annotated[str | None, typer.Option("--sandbox", help="Sandbox backend: auto, docker, local, ray or http (ray and http read sandbox.ray / sandbox.url from the config).")] = None,
     turns: Annotated[int | None, typer.Option("--turns", help="Answers per sample: after each, a failed public "
                                               "test goes back to the model (default: eval.turns, 1).")] = None,
     config: ConfigOpt = None,

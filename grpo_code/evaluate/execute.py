@@ -13,8 +13,8 @@ from grpo_code.evaluate.files import Appender, read_jsonl, sha
 from grpo_code.generation.base import was_cut
 from grpo_code.tasks.extract import Extraction
 from grpo_code.tasks.suite import Suite
-from grpo_code.verify.store import RewardCache
 from grpo_code.verify.extraction import unfinished
+from grpo_code.verify.store import RewardCache
 from grpo_code.verify.verifier import Verifier
 
 

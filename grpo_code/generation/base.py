@@ -66,7 +66,8 @@ class Generator(Protocol):
     """``chat`` when the model has a chat template (instruct models), else ``raw``."""
 
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
-                 progress: Progress | None = None) -> list[list[str]]: ...
+                 progress: Progress | None = None,
+                 done: Done | None = None) -> list[list[str]]: ...
 
     def close(self) -> None: ...
 

@@ -179,10 +179,6 @@ class CodeReward:
             metrics.update(self.log.scored(kwargs, completions, scored, rewards))
         return metrics
 
-    def score_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        """The same as calling the function, for synchronous callers (eval, scripts)."""
-        return asyncio.run(self(prompts, completions, **kwargs))
-
 
 def rollout_metrics(batch: Any) -> dict[str, float]:
     """The metrics of a batch's generation (a :class:`~grpo_code.training.rollouts.RolloutBatch`;

@@ -17,7 +17,6 @@ what produces the verdicts, for keys of stored verdicts (the reward cache, eval 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import threading
@@ -131,8 +130,3 @@ class Sandbox:
         """Run jobs (at most ``workers`` at once) and return their results in order."""
         futures = [self.submit(job) for job in jobs]
         return [f.result() for f in futures]
-
-    async def arun(self, jobs: Iterable[Job | dict[str, Any]]) -> list[Result]:
-        """``run`` for async code: awaits the results without blocking the event loop."""
-        futures = [asyncio.wrap_future(self.submit(job)) for job in jobs]
-        return list(await asyncio.gather(*futures))

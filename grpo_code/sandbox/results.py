@@ -66,11 +66,6 @@ class TestResult:
         """What the harness said of a test that did not pass: its message, else its stderr."""
         return self.message or self.stderr
 
-    def last_line(self, limit: int = 300) -> str:
-        """The last line of :attr:`why` (where the exception is), cut at ``limit``."""
-        lines = self.why.strip().splitlines()
-        return lines[-1][:limit] if lines else ""
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict.value,

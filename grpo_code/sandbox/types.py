@@ -11,7 +11,6 @@ naming the field. How a job travels to the executor is :mod:`.wire`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -376,10 +375,6 @@ class Job:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
-
-    def key(self) -> str:
-        """A content hash of the job (program, tests, limits, language)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
     @classmethod
     def from_dict(cls, data: Any) -> Job:

@@ -6,11 +6,14 @@ differ only in prose around the same code block share an entry, while a change t
 a limit, the sandbox image or the sandbox runtime misses. The sandbox names itself
 (``Sandbox.fingerprint(language)``, :mod:`~grpo_code.sandbox.fingerprint`): its image's
 identity, the harness version and its default limits. Results are cached, not rewards, so
-changing the reward mode reuses them. Infrastructure errors are never stored.
+switching between ``pass_fraction`` and ``weighted`` reuses them; ``all_or_nothing`` (and
+``stop_at_first_failure``) runs stop at the first failing test, which is part of the job and
+so of the key. Infrastructure errors are never stored.
 
 Entries live in an in-memory LRU bounded in entries and in bytes; with
-``rewards.cache_path`` they are also written to a sqlite file, so eval re-runs and resumed
-training reuse them across processes. What an entry keeps is bounded too (:func:`stored`):
+``rewards.cache_path`` training also writes them to a sqlite file, so a resumed or repeated
+run reuses them across processes. Eval keeps an in-memory store only: its verdicts persist
+in its own ``results.jsonl``. What an entry keeps is bounded too (:func:`stored`):
 every verdict and time, the first failing test's output and message as the sandbox kept
 them (what failure reports and feedback quote), and of the other tests a clipped message,
 no output. A result's size is then its test count, not what its program printed. In-flight duplicates (same key, not finished yet) are shared by

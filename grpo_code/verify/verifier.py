@@ -219,10 +219,6 @@ class Verifier:
         """Lifetime count of answers per source (:data:`.runs.SOURCES`)."""
         return self.runs.counts
 
-    @property
-    def hit_rate(self) -> float:
-        return self.runs.hit_rate
-
     # ----------------------------------------------------------------- verdicts
 
     @staticmethod
