@@ -74,3 +74,29 @@ def judge_masked(reason: str) -> str:
 def verdict_share(verdict: str) -> str:
     """Share of the step's executed tests with this verdict (``tests/fail``, ``tests/timeout``...)."""
     return f"tests/{verdict}"
+
+
+# Learned reward model (grpo_code.rewards.functions)
+MODEL_SCORE_MEAN = "model/score_mean"
+MODEL_FAILED = "model/failed"
+"""Share of the step's completions the reward model could not score."""
+
+# Multi-turn rollouts (grpo_code.training.multiturn)
+SECOND_TURN_FRAC = "multi_turn/second_turn_frac"
+"""Share of rollouts that got a second answer (their first failed a public test)."""
+TURNS_MEAN = "multi_turn/turns_mean"
+
+
+def rows_turn(turn: int) -> str:
+    """Share of rollouts that reached answer ``turn``."""
+    return f"multi_turn/rows_turn{turn}"
+
+
+def turn_s(turn: int) -> str:
+    """Time spent generating answer ``turn`` of the step's rollouts."""
+    return f"timing/turn{turn}_s"
+
+
+def public_pass_turn(turn: int) -> str:
+    """Share of answer ``turn``'s rollouts that passed their public tests."""
+    return f"multi_turn/public_pass_turn{turn}"

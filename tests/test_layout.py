@@ -138,3 +138,30 @@ def test_no_module_is_longer_than_a_sitting() -> None:
     long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+METRIC_PREFIXES = ("tests/", "timing/", "sandbox/", "multi_turn/", "judge/", "completions/", "model/", "filter/",
+                   "rewards/", "generation/")
+
+
+def metric_literals(path: Path) -> list[str]:
+    """String constants (f-string parts included) that start like a logged metric's name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(METRIC_PREFIXES):
+            if "\n" not in node.value and " " not in node.value:  # a name, not a sentence about one
+                found.append(f"{path.name}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_the_checker_finds_a_metric_name_literal(tmp_path: Path) -> None:
+    path = tmp_path / "probe.py"
+    path.write_text('logs = {}\nturn = 2\nlogs[f"multi_turn/rows_turn{turn}"] = 1.0\nlogs["tests/fail"] = 0.5\n'
+                    'doc = "tests/ holds the tests"\n')
+    assert sorted(metric_literals(path)) == ["probe.py:3: 'multi_turn/rows_turn'", "probe.py:4: 'tests/fail'"]
+
+
+def test_metric_names_are_spelled_only_in_metric_names() -> None:
+    found = [hit for name, path in modules().items() if name != "grpo_code.metric_names"
+             for hit in metric_literals(path)]
+    assert not found, "spell metric names in grpo_code/metric_names.py and import them:\n" + "\n".join(found)

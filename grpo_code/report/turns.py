@@ -10,10 +10,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
+from grpo_code import metric_names as M
 from grpo_code.report.load import EvalData, RunData
 from grpo_code.report.plots import _figure, _legend_outside, _step_axis, color
 
-_TURN_KEY = re.compile(r"^multi_turn/public_pass_turn(\d+)$")
+_TURN_KEY = re.compile("^" + re.escape(M.public_pass_turn(0))[:-1] + r"(\d+)$")
 STYLES = ["-", "--", ":", "-."]
 
 
@@ -30,9 +31,9 @@ def run_turns(runs: list[RunData]) -> Figure | str:
     handles = []
     for i, run, turns in keyed:
         for t in turns:
-            xs, ys = run.series(f"multi_turn/public_pass_turn{t}")
+            xs, ys = run.series(M.public_pass_turn(t))
             ax.plot(xs, ys, color=color(i), ls=STYLES[(t - 1) % len(STYLES)], lw=1.6, marker="o", ms=3)
-        xs, ys = run.series("multi_turn/second_turn_frac")
+        xs, ys = run.series(M.SECOND_TURN_FRAC)
         if xs:
             ax.plot(xs, ys, color=color(i), lw=0.8, alpha=0.5)
         if len(keyed) > 1:

@@ -152,8 +152,8 @@ class CodeReward:
             mc = self.config.model
             rewards = blend(tests, raw, ids, mc.weight, mc.blend, mc.normalize)
             present = [x for x in raw if x is not None]
-            metrics["model/score_mean"] = sum(present) / len(present) if present else 0.0
-            metrics["model/failed"] = (len(raw) - len(present)) / max(1, len(raw))
+            metrics[M.MODEL_SCORE_MEAN] = sum(present) / len(present) if present else 0.0
+            metrics[M.MODEL_FAILED] = (len(raw) - len(present)) / max(1, len(raw))
         if self.judge is not None:
             passed = [v.passed for v in verdicts]
             step = getattr(kwargs.get("trainer_state"), "global_step", 0)

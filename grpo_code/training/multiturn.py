@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_code import metric_names as M
 from grpo_code.errors import ConfigError, ModelError
 from grpo_code.generation import base
 from grpo_code.generation.base import Completion
@@ -112,12 +113,12 @@ class MultiTurnRollout:
         total = len(rows)
         metrics = {}
         for turn, (count, s) in enumerate(zip(stats.rows, seconds, strict=True), 1):
-            metrics[f"multi_turn/rows_turn{turn}"] = count / max(1, total)
-            metrics[f"timing/turn{turn}_s"] = s
+            metrics[M.rows_turn(turn)] = count / max(1, total)
+            metrics[M.turn_s(turn)] = s
         for turn, share in enumerate(stats.passed_check, 1):
-            metrics[f"multi_turn/public_pass_turn{turn}"] = share
-        metrics["multi_turn/second_turn_frac"] = (stats.rows[1] if len(stats.rows) > 1 else 0) / max(1, total)
-        metrics["multi_turn/turns_mean"] = sum(len(t.answers) for t in talks) / max(1, total)
+            metrics[M.public_pass_turn(turn)] = share
+        metrics[M.SECOND_TURN_FRAC] = (stats.rows[1] if len(stats.rows) > 1 else 0) / max(1, total)
+        metrics[M.TURNS_MEAN] = sum(len(t.answers) for t in talks) / max(1, total)
         version = int(trainer.state.global_step)
         records = [Rollout(t, p, row.ids, talk.answers[-1], ended, row.logprobs, version,
                            time.perf_counter() - started)
