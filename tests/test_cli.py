@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -151,3 +152,25 @@ def test_console_script_error_exit_codes() -> None:
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "sandbox.nope" in out.stderr
     out = subprocess.run([*cmd, "config", "show", "configs/demo.yaml"], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0 and out.stdout.startswith("name: demo")
+
+
+def test_what_libraries_print_at_exit_goes_to_the_run_log_not_after_the_summary(tmp_path: Path) -> None:
+    # As after `grpo-code train`'s summary: a library's atexit report (nanobind's leak list).
+    script = (
+        "import atexit, sys\n"
+        "from pathlib import Path\n"
+        "from grpo_code.cli.common import quiet_exit\n"
+        "atexit.register(lambda: print('nanobind: leaked 3 instances!', file=sys.stderr))\n"
+        "print('evaluate it: grpo-code eval runs/x/final')\n"
+        f"quiet_exit(Path({str(tmp_path / 'exit.log')!r}))\n"
+        "print('engine shutdown')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.splitlines()[-1] == "evaluate it: grpo-code eval runs/x/final"
+    assert "nanobind" not in done.stderr
+    assert (tmp_path / "exit.log").read_text() == "engine shutdown\nnanobind: leaked 3 instances!\n"
+    # Under a test runner's swapped streams nothing changes.
+    from grpo_code.cli.common import quiet_exit
+
+    quiet_exit(tmp_path / "other.log")
+    assert not (tmp_path / "other.log").exists()

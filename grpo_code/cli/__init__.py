@@ -14,7 +14,7 @@ import typer
 
 from grpo_code import __version__
 from grpo_code.cli import config_cmd, eval_cmd, models_cmd, report_cmd, sandbox_cmd, tasks_cmd
-from grpo_code.cli.common import ConfigArg, OverridesArg, command
+from grpo_code.cli.common import ConfigArg, OverridesArg, command, quiet_exit
 
 app = typer.Typer(
     name="grpo-code",
@@ -61,6 +61,7 @@ def train(
     summary = run_training(cfg, resume, log=lambda m: err.print(m, highlight=False), console=err)
     for line in summary_lines(summary, cfg.tasks.suite):
         typer.echo(line)
+    quiet_exit(summary.run_dir / "exit.log")  # the summary stays the last thing on the screen
 
 
 command(app, "eval")(eval_cmd.evaluate)

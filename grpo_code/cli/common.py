@@ -88,3 +88,24 @@ def split_overrides(args: list[str] | None) -> tuple[list[str], list[str]]:
     """Positional arguments -> (the others, the overrides), each in the order given."""
     args = args or []
     return [a for a in args if not is_override(a)], [a for a in args if is_override(a)]
+
+
+def quiet_exit(log_path: Path) -> None:
+    """Send what the process writes from here on (fds 1 and 2) to ``log_path``, so the
+    command's last lines on the user's screen stay its own: libraries print at interpreter
+    exit (nanobind's leak report for triton's objects, vLLM's engine shutdown), after the
+    summary. Nothing is lost; the file keeps it. Only for a real process's own terminal or
+    pipes: under a test runner that swapped ``sys.stdout`` for a buffer, nothing changes."""
+    streams = (sys.stdout, sys.stderr)
+    try:
+        fds = [stream.fileno() for stream in streams]
+    except (AttributeError, OSError, ValueError):
+        return
+    if sorted(fds) != [1, 2]:
+        return
+    for stream in streams:
+        stream.flush()
+    target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for fd in (1, 2):
+        os.dup2(target, fd)
+    os.close(target)
