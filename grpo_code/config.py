@@ -379,6 +379,14 @@ MOVED = {
 
 def _cross_checks(cfg: RunConfig) -> list[str]:
     problems = []
+    if cfg.train.stop_after_code and cfg.train.trl.get("mask_truncated_completions") is True:
+        # A completion stopped after its code has no end token, so TRL would mask it as cut.
+        problems.append("train.stop_after_code and train.trl.mask_truncated_completions exclude each other: "
+                        "completions stopped after their code would all be masked; set one of them false")
+    if cfg.train.stop_after_code and resolved_backend(cfg.generation.backend) == "vllm" \
+            and cfg.generation.vllm_mode != "colocate":
+        problems.append("train.stop_after_code needs the generation in the training process (hf, or vllm "
+                        "colocated): a vLLM server generates whole completions; set train.stop_after_code=false")
     for key in cfg.train.trl:
         if key in TRL_KEYS_SAID_ELSEWHERE:
             problems.append(f"train.trl.{key}: said once, as {TRL_KEYS_SAID_ELSEWHERE[key]}; set that instead "
@@ -430,9 +438,15 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
     problems.extend(p for p in _cross_checks(cfg) if not any(key in p for key in bad))
     if problems:
         raise ConfigError(problems, source)
-    if cfg.generation.backend == "auto":
-        cfg.generation.backend = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+    cfg.generation.backend = resolved_backend(cfg.generation.backend)
     return cfg
+
+
+def resolved_backend(backend: str) -> str:
+    """``auto`` is vllm where vLLM is installed, else hf; any other backend is itself."""
+    if backend == "auto":
+        return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+    return backend
 
 
 def check_trl_keys(cfg: RunConfig) -> list[str]:

@@ -166,10 +166,6 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
         args = GRPOConfig(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError([f"train.trl: {str(exc).splitlines()[0]}"]) from None
-    if cfg.train.stop_after_code and args.mask_truncated_completions:
-        # A completion stopped after its code has no end token, so TRL would mask it as cut.
-        raise ConfigError(["train.stop_after_code and train.trl.mask_truncated_completions exclude each other: "
-                           "completions stopped after their code would all be masked; set one of them false"])
     return args
 
 
@@ -183,9 +179,6 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         from grpo_code.generation.vllm import prepare_environment
 
         prepare_environment()  # before TRL imports vLLM
-        if cfg.train.stop_after_code and cfg.generation.vllm_mode != "colocate":
-            raise TrainError("train.stop_after_code needs the generation in this process (hf, or vllm colocated); "
-                             "a vLLM server generates whole completions", "set train.stop_after_code=false")
     # TRL validates its settings first: a run directory is only made for settings that hold.
     grpo_args(cfg, Path(cfg.output.dir or "runs"))
     cfg, run_dir, checkpoint = prepare_run_once(cfg, resume)

@@ -315,12 +315,12 @@ def test_training_samples_like_eval(tmp_path: Path) -> None:
 
 def test_stop_after_code_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     # TRL would mask every completion stopped after its code: it has no end token.
-    cfg = load_config(None, ["train.stop_after_code=true", "train.trl.mask_truncated_completions=true"])
+    # Cross-field checks of load_config: `config validate` finds them too.
     with pytest.raises(ConfigError, match="exclude each other"):
-        grpo_args(cfg, tmp_path)
+        load_config(None, ["train.stop_after_code=true", "train.trl.mask_truncated_completions=true"])
     result = runner.invoke(app, ["train", "train.stop_after_code=true", "generation.backend=vllm",
                                  "generation.vllm_mode=server", f"output.dir={tmp_path / 'r'}"])
-    assert result.exit_code == 2 and "needs the generation in this process" in result.stderr
+    assert result.exit_code == 2 and "needs the generation in the training process" in result.stderr
     assert not (tmp_path / "r").exists()
 
 
