@@ -2,7 +2,7 @@
 
 Runs ``scripts/learning_check.py``: pass@1 on the demo train tasks (and the held-out ones)
 before and after GRPO on CPU, and the reward curve's last quarter against its first (the
-same tasks); the README gives its settings and times. The check's statistics are tested fast.
+same tasks); docs/training.md gives its settings, docs/benchmarks.md its times. The check's statistics are tested fast.
 """
 
 from __future__ import annotations

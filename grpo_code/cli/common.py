@@ -8,7 +8,7 @@ one line and exits 1. ``GRPO_CODE_DEBUG=1`` re-raises so the traceback shows.
 Commands that load a run config take it the same way (:data:`ConfigArg`, or
 :data:`ConfigOpt` where positional arguments name something else) and take dotted
 ``key=value`` overrides as positional arguments (:data:`OverridesArg`,
-:func:`split_overrides`); README "Configs" documents the syntax.
+:func:`split_overrides`); docs/cli.md, "Configuration", documents the syntax.
 """
 
 from __future__ import annotations

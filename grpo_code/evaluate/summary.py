@@ -90,7 +90,7 @@ class EvalSummary:
         return sum(v for key, v in self.verdicts.items() if not key.startswith("test_"))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``summary.json`` format (README, "Eval")."""
+        """The ``summary.json`` format (docs/eval.md)."""
         out: dict[str, Any] = {
             "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
             "ci95": {str(k): list(v) for k, v in self.ci95.items()},
