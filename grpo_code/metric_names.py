@@ -32,6 +32,10 @@ CACHE_HIT_RATE = "sandbox/cache_hit_rate"
 
 # The trainer's (grpo_code.training)
 STEP_S = "timing/step_s"
+RSS_GIB = "memory/rss_gib"
+"""Resident memory of the training process when the step was logged (GiB)."""
+PEAK_RSS_GIB = "memory/peak_rss_gib"
+"""The most resident memory the training process has held so far (GiB, the kernel's VmHWM)."""
 GENERATE_S = "timing/generate_s"
 REWARD_WAIT_S = "timing/reward_wait_s"
 """Time the step was blocked on rewards after generation."""

@@ -141,7 +141,7 @@ def test_no_module_is_longer_than_a_sitting() -> None:
 
 
 METRIC_PREFIXES = ("tests/", "timing/", "sandbox/", "multi_turn/", "judge/", "completions/", "model/", "filter/",
-                   "rewards/", "generation/")
+                   "memory/", "rewards/", "generation/")
 
 
 def metric_literals(path: Path) -> list[str]:

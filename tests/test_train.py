@@ -545,7 +545,8 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
     steps = [m for m in read_jsonl(run / "metrics.jsonl") if "reward" in m]
     assert [m["step"] for m in steps] == [1, 2]
     for key in ("timing/generate_s", "timing/reward_wait_s", "timing/sandbox_busy_s", "timing/step_s",
-                "tests/pass_rate", "sandbox/cache_hit_rate", "sandbox/speculative_jobs", "reward_std"):
+                "tests/pass_rate", "sandbox/cache_hit_rate", "sandbox/speculative_jobs", "reward_std",
+                "memory/rss_gib", "memory/peak_rss_gib"):
         assert all(key in m for m in steps), key
     assert any(m["reward_std"] > 0 for m in steps), "the taught reply mix must give reward variance"
     # stop_after_code: rows end at their closing fence, before the end token they were taught,

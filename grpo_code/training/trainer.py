@@ -107,3 +107,17 @@ class StepTimer(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if logs is not None and self._last is not None and "loss" in logs:
             logs[M.STEP_S] = self._last
+            logs.update(process_memory())
+
+
+def process_memory() -> dict[str, float]:
+    """This process's resident memory now and at its peak, in GiB (Linux; else nothing)."""
+    out = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[M.RSS_GIB if key == "VmRSS" else M.PEAK_RSS_GIB] = int(value.split()[0]) / (1 << 20)
+    except OSError:
+        return {}
+    return out
