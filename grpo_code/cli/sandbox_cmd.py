@@ -27,7 +27,8 @@ app = typer.Typer(
 BackendOpt = Annotated[
     str | None,
     typer.Option(
-        "--backend", help="auto, docker, local or ray (overrides sandbox.backend).", show_default=False
+        "--backend", show_default=False,
+        help="auto, docker, local, ray or http (overrides sandbox.backend; http talks to sandbox.url).",
     ),
 ]
 WorkersOpt = Annotated[
