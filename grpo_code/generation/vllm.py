@@ -54,7 +54,8 @@ SMALL_CPU = 4
 def prepare_environment() -> None:
     """Settings vLLM reads at import (each left alone when set): its log on stderr, where
     ours goes (stdout carries results, ``--json`` output among them), and for the CPU
-    build the KV-cache size and, on a small machine, the worker's cores.
+    build the KV-cache size, an engine that is not compiled, and, on a small machine, the
+    worker's cores.
 
     The CPU build binds its worker process to all cores but one by default, the one left
     for its scheduler; on 2 cores that halves the compute. Bound to both, the same eval
@@ -63,6 +64,11 @@ def prepare_environment() -> None:
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     if cpu_build():
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+        # The engine TRL starts for colocated training takes no `enforce_eager`: without this
+        # the CPU build compiles its model with inductor at every start (the demo: 90 s
+        # outside its steps against 18 s). This is the CPU build's own switch to trace the
+        # model once and run it eagerly, as eval's engines do (CPU_ENGINE).
+        os.environ.setdefault("VLLM_CPU_CI_ENV", "1")
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) <= SMALL_CPU:
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))

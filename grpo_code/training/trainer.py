@@ -16,6 +16,8 @@ it) and ``timing/step_s``. Logged per step:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import os
 import time
@@ -103,11 +105,33 @@ class StepTimer(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._started is not None:
             self._last = time.perf_counter() - self._started
+        release_free_memory()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if logs is not None and self._last is not None and "loss" in logs:
             logs[M.STEP_S] = self._last
             logs.update(process_memory())
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def release_free_memory() -> None:
+    """Hand the memory the allocator holds free back to the system (glibc's
+    ``malloc_trim``), once per step. A step's tensors are freed in another order than they
+    were made, so without it the process keeps the holes between live blocks resident and
+    its peak creeps up step by step (the demo: 6.5 GiB at step 1, 7.3 by step 8). A few
+    milliseconds a step; elsewhere than glibc, nothing."""
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def process_memory() -> dict[str, float]:
