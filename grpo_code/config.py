@@ -85,6 +85,8 @@ class GenerationConfig:
     """Sample among the k most likely tokens (0 = all); training and eval use the same value.
     50 is what transformers' ``generate`` uses unless told otherwise."""
     batch_size: int = field(default=8, metadata=bounds(1))
+    """Prompts per generate call in eval. A training step's batch is TRL's
+    (``train.trl.per_device_train_batch_size``): this key does not change it."""
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata=bounds(0.05, 1.0))
     server_url: str | None = None
