@@ -385,8 +385,7 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         # A completion stopped after its code has no end token, so TRL would mask it as cut.
         problems.append("train.stop_after_code and train.trl.mask_truncated_completions exclude each other: "
                         "completions stopped after their code would all be masked; set one of them false")
-    if cfg.train.stop_after_code and resolved_backend(cfg.generation.backend) == "vllm" \
-            and cfg.generation.vllm_mode != "colocate":
+    if cfg.train.stop_after_code and cfg.generation.backend == "vllm" and cfg.generation.vllm_mode != "colocate":
         problems.append("train.stop_after_code needs the generation in the training process (hf, or vllm "
                         "colocated): a vLLM server generates whole completions; set train.stop_after_code=false")
     for key in cfg.train.trl:
@@ -434,13 +433,13 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
     resolved = resolve_config_path(path)
     source = str(path) if path is not None else str(resolved)
     cfg, problems = build(RunConfig, read_yaml(resolved), overrides or [], moved=MOVED)
+    cfg.generation.backend = resolved_backend(cfg.generation.backend)
     # Every problem at once: cross-field checks run on what was valid (a field that was not
     # has its default), and those that name a field already reported are left out.
     bad = {p.split(":", 1)[0].split("[", 1)[0] for p in problems}
     problems.extend(p for p in _cross_checks(cfg) if not any(key in p for key in bad))
     if problems:
         raise ConfigError(problems, source)
-    cfg.generation.backend = resolved_backend(cfg.generation.backend)
     return cfg
 
 

@@ -58,8 +58,8 @@ def execute(verifier: Verifier, samples: list[dict[str, Any]], results_path: Pat
     reruns, with a note of how many were judged against another version of their task. A
     sample cut at the length limit inside its program (``truncated``) is unfinished: not
     run, not passed (the verifier's rule, as in training)."""
-    records = read_jsonl(results_path)
-    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness"), r.get("task")): r for r in records}
+    done = {(r["task_id"], r["index"], r.get("program_sha"), r.get("harness"), r.get("task")): r
+            for r in read_jsonl(results_path)}
     harness = {lang: verifier.fingerprint(lang) for lang in {verifier.task(s["task_id"]).language for s in samples}}
     keyed = []
     for s in samples:

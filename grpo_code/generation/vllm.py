@@ -33,7 +33,8 @@ RAM), and vLLM's process then takes about 4 GiB instead of 8."""
 
 
 CPU_ENGINE: dict[str, Any] = {"enforce_eager": True}
-"""Engine settings of the CPU build (eval and colocated training): no ``torch.compile``.
+"""Engine settings of the CPU build in eval: no ``torch.compile`` (the engine TRL starts
+for colocated training gets the same through ``VLLM_CPU_CI_ENV``, :func:`prepare_environment`).
 On 2 cores a compiled engine starts about a minute later and generated no faster on the
 learning check's batches (``scripts/bench_vllm.py`` and the measurements in docs/benchmarks.md)."""
 

@@ -2,8 +2,8 @@
 
 ``batch_metrics`` summarises one scored batch: ``tests/pass_rate`` (completions that
 passed every test, among those scored), the verdict mix (share of executed tests per
-verdict, pass and not_run included, plus the share of completions with no code, with an unfinished program cut at
-the length limit, and of masked ones), ``tests/unattested`` (executed tests judged inside
+verdict, pass and not_run included, plus the share of completions with no code, with an
+unfinished program cut at the length limit, and of masked ones), ``tests/unattested`` (executed tests judged inside
 the program's process, whose passes the verifier counts as fails by default),
 ``sandbox/latency_p50_ms`` / ``p95`` over the jobs that actually ran, and
 ``sandbox/cache_hit_rate`` (completions with code served without a new execution:

@@ -24,6 +24,7 @@ from grpo_code.config import RewardTestsConfig
 from grpo_code.errors import RewardError
 from grpo_code.sandbox.types import Result, Status, Verdict
 
+
 def weights_for(task: Any, config: RewardTestsConfig) -> tuple[float, ...] | None:
     """The per-test weights of ``task`` for ``weighted`` mode (None = uniform)."""
     if config.mode != "weighted":

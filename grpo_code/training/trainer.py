@@ -17,7 +17,6 @@ it) and ``timing/step_s``. Logged per step:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import json
 import os
 import time
@@ -113,23 +112,17 @@ class StepTimer(TrainerCallback):
             logs.update(process_memory())
 
 
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
+_PROCESS = ctypes.CDLL(None)
+"""The symbols already loaded into this process (the C library's among them)."""
 
 
 def release_free_memory() -> None:
     """Hand the memory the allocator holds free back to the system (glibc's
-    ``malloc_trim``), once per step. A step's tensors are freed in another order than they
-    were made, so without it the process keeps the holes between live blocks resident and
-    its peak creeps up step by step (the demo: 6.5 GiB at step 1, 7.3 by step 8). A few
-    milliseconds a step; elsewhere than glibc, nothing."""
-    trim = getattr(_LIBC, "malloc_trim", None)
+    ``malloc_trim``), once per step: the process then holds what it needs between steps,
+    not the holes its last step's tensors left (the demo: 2.4 GiB instead of 3.4-5.3). It
+    does not lower the peak, which is the step's own working set. Elsewhere than glibc,
+    nothing."""
+    trim = getattr(_PROCESS, "malloc_trim", None)
     if trim is not None:
         trim(0)
 
