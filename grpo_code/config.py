@@ -321,6 +321,12 @@ class TrainConfig:
     """Run the training forward pass in groups of rows of similar length, each cut to its
     widest row, instead of the whole batch padded to its longest prompt and completion.
     Same log-probs (rotary position models), less compute when lengths differ."""
+    max_staleness: int = field(default=0, metadata=bounds(0, 16))
+    """Rollouts ahead of the update: a rollout worker with its own vLLM engine generates
+    (and the sandbox scores) batches while the trainer updates, on a policy at most this
+    many updates older than the one it trains; TRL's importance-sampling correction weighs
+    the difference. 0: generate, score, update in turn (on-policy). Needs
+    ``generation.backend: vllm`` (docs/training.md, "Rollouts ahead of the update")."""
     trl: dict[str, Any] = field(default_factory=dict)
     """Passed unchanged to ``trl.GRPOConfig``."""
 
@@ -388,6 +394,16 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
     if cfg.train.stop_after_code and cfg.generation.backend == "vllm" and cfg.generation.vllm_mode != "colocate":
         problems.append("train.stop_after_code needs the generation in the training process (hf, or vllm "
                         "colocated): a vLLM server generates whole completions; set train.stop_after_code=false")
+    if cfg.train.max_staleness > 0:
+        if cfg.generation.backend != "vllm":
+            problems.append(f"train.max_staleness: {cfg.train.max_staleness} needs generation.backend: vllm (the "
+                            f"rollout worker is a vLLM engine), not {cfg.generation.backend}; set one or the other")
+        elif cfg.generation.vllm_mode != "colocate":
+            problems.append("train.max_staleness > 0 starts its own vLLM engine in a worker process: set "
+                            "generation.vllm_mode: colocate (no vLLM server) or train.max_staleness: 0")
+        if cfg.train.multi_turn.turns > 1:
+            problems.append("train.max_staleness > 0 generates single-turn rollouts only: set "
+                            "train.multi_turn.turns: 1 or train.max_staleness: 0")
     for key in cfg.train.trl:
         if key in TRL_KEYS_SAID_ELSEWHERE:
             problems.append(f"train.trl.{key}: said once, as {TRL_KEYS_SAID_ELSEWHERE[key]}; set that instead "

@@ -14,6 +14,7 @@ the last checkpoint of a run with the same config.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import math
@@ -68,7 +69,10 @@ def run_dir_for(cfg: RunConfig) -> Path:
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
-    ckpts = [p for p in run_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    """The run's last whole checkpoint: one a run stopped while saving has no
+    ``trainer_state.json`` (written last) and is passed over."""
+    ckpts = [p for p in run_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()
+             and (p / "trainer_state.json").is_file()]
     return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
 
 
@@ -155,7 +159,12 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
         "save_only_model": False,
         "trust_remote_code": cfg.model.trust_remote_code,  # TRL hands it to vLLM's engine
     }
-    if gen.backend == "vllm":
+    if cfg.train.max_staleness > 0:
+        # The rollout worker is the engine (grpo_code.training.ahead); TRL builds none. Its
+        # log-probs are weighed token by token: a sequence ratio masks long programs.
+        defaults["use_vllm"] = False
+        defaults["vllm_importance_sampling_mode"] = "token_truncate"
+    elif gen.backend == "vllm":
         defaults["vllm_mode"] = gen.vllm_mode
         if gen.vllm_mode == "colocate":
             defaults["vllm_gpu_memory_utilization"] = gen.vllm_gpu_memory_utilization
@@ -183,6 +192,33 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     grpo_args(cfg, Path(cfg.output.dir or "runs"))
     cfg, run_dir, checkpoint = prepare_run_once(cfg, resume)
     started = time.monotonic()
+    with terminate_as_interrupt():
+        return _train(cfg, run_dir, checkpoint, started, log, console)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Any:
+    """SIGTERM ends the run as Ctrl-C does: its ``finally`` blocks stop the rollout worker
+    and the sandbox pool (the default action would end the process without them)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _train(cfg: RunConfig, run_dir: Path, checkpoint: Path | None, started: float, log: Callable[[str], None],
+           console: Any) -> TrainSummary:
 
     import warnings
 
@@ -237,7 +273,7 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
     prompt_filter = None
     if cfg.train.filter.enabled:
         prompt_filter = PromptFilter(cfg.train.filter.history, cfg.train.filter.skip_prob, cfg.train.seed)
-    with Sandbox(cfg.sandbox) as sandbox:
+    with Sandbox(cfg.sandbox) as sandbox, contextlib.ExitStack() as stack:
         log(f"sandbox: {sandbox.backend} backend, {sandbox.workers} workers")
         train_tasks = oracle.prepare(train_tasks, sandbox, log)
         rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
@@ -262,6 +298,14 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
         early = (EarlyJobs(verifier, style, on_program=judge.early if judge is not None else None)
                  if cfg.rewards.overlap and multi is None else None)
         rollouts = multi or Rollouts(index, verifier, style, early, stop_after_code=cfg.train.stop_after_code)
+        worker = None
+        if cfg.train.max_staleness > 0:
+            from grpo_code.training.ahead import AheadRollouts, start_worker
+
+            worker = start_worker(cfg, resolved, model, tokenizer, rows, scored_tasks, verifier, style, early, args,
+                                  resumed=checkpoint is not None, log=log)
+            stack.callback(worker.close)
+            rollouts = AheadRollouts(index, rows, worker, cfg.train.max_staleness)
         funcs = build_reward_funcs(cfg.rewards, verifier, style=style, turn_cost=cfg.train.multi_turn.turn_cost,
                                    judge=judge, log=RolloutLog(run_dir / "completions.jsonl", prompt_filter,
                                                                args.num_generations))
@@ -271,6 +315,13 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)], prompt_filter=prompt_filter,
             rollout_func=rollouts, trim_padding=trim_padding,
         )
+        if worker is not None:
+            from grpo_code.training.ahead import WeightPush, probe_ids
+
+            push = WeightPush(worker, trainer, probe_ids(tokenizer), 1.0)
+            trainer.use_rollout_worker(push)
+            rollouts.push = push
+            worker.wait_ready()
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
@@ -283,6 +334,10 @@ def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str]
             verifier.close()
             if judge is not None:
                 judge.judge.close()
+        if worker is not None:
+            from grpo_code.training.ahead import staleness_line
+
+            log(staleness_line(rollouts.staleness_counts))
         final = run_dir / "final"
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:

@@ -91,6 +91,18 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), tokenizer, load_suite("demo").split(SPLIT).tasks)
 
 
+@pytest.fixture(scope="session")
+def tiny_vllm_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model with 64-wide attention heads (2 heads, hidden 128), which the CPU build
+    of vLLM runs: a training run through a vLLM engine in seconds a step."""
+    from tiny_model import SPLIT, build_tiny_model
+
+    from grpo_code.tasks import load_suite
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-vllm-model"), _demo_model(),
+                            load_suite("demo").split(SPLIT).tasks, lr=3e-3, heads=2, hidden=128)
+
+
 @pytest.fixture
 def tmp_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty GRPO_CODE_CACHE for tests that must not touch the real cache."""

@@ -274,8 +274,10 @@ def test_resume_is_refused_for_a_changed_config(tmp_path: Path) -> None:
         prepare_run(cfg, None)
     with pytest.raises(TrainError, match="no checkpoint"):
         prepare_run(cfg, run_dir)
-    (run_dir / "checkpoint-2").mkdir()
-    (run_dir / "checkpoint-10").mkdir()
+    for step in (2, 10, 12):
+        (run_dir / f"checkpoint-{step}").mkdir()
+        if step != 12:  # checkpoint-12: a run stopped while saving it (trainer_state.json is written last)
+            (run_dir / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
     assert last_checkpoint(run_dir) == run_dir / "checkpoint-10"
     changed = load_config(None, [f"output.dir={run_dir}", "train.trl.learning_rate=1e-3", "eval.n=9"])
     with pytest.raises(TrainError, match=r"differs from the run in .*: eval.n, train.trl.learning_rate"):

@@ -28,8 +28,10 @@ TOUCH_POINTS = {
     "_get_train_sampler": "the prompt filter's sampler: TRL has no public way to choose it",
     "_get_per_token_logps_and_entropies": "train.trim_padding: no hook into TRL's forward pass",
     "sync_weights": "the CPU build of vLLM cannot load weights TRL's way (reload_vllm_weights)",
+    "use_vllm": "rollouts ahead of the update: TRL's importance-sampling correction runs only with its vLLM flag, "
+                "which is set after __init__ with the worker's weight push as its engine",
 }
-"""Every private TRL/vLLM surface grpo-code touches, with its reason (at most three)."""
+"""Every private TRL/vLLM surface grpo-code touches, with its reason (at most four)."""
 
 
 class FixedSampler(Sampler[int]):
@@ -172,13 +174,14 @@ def _overrides() -> set[str]:
             and not n.name.startswith("__") and n.name in dir(__import__("trl").GRPOTrainer)}
 
 
-def test_the_private_touch_points_are_the_listed_three() -> None:
+def test_the_private_touch_points_are_the_listed_four() -> None:
     """Every private TRL method SeamTrainer overrides, and the one TRL method replaced on an
     instance, is listed with its reason; nothing else in the package overrides TRL's privates."""
-    assert len(TOUCH_POINTS) <= 3
+    assert len(TOUCH_POINTS) <= 4
     assert _overrides() == {k for k in TOUCH_POINTS if k.startswith("_")}
     seam = (PACKAGE / "training" / "trl_seam.py").read_text()
     assert "generation.sync_weights = " in seam
+    assert "self.use_vllm = True" in seam and "self._last_loaded_step = -1" in seam
     trl_private = set(dir(__import__("trl").GRPOTrainer))
     for path in PACKAGE.rglob("*.py"):
         if path.name == "trl_seam.py":
@@ -286,3 +289,61 @@ def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_
         assert fed and all(grad[row, i].item() == 0.0 for i in fed), row
     own = [grad[row, i].item() for row, mask in enumerate(seen["mask"]) for i, m in enumerate(mask) if m == 1]
     assert any(g != 0.0 for g in own), "the model's own tokens must carry the loss"
+
+
+def test_a_rollout_worker_stands_in_for_trls_engine_and_its_log_probs_are_weighed(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Touch point 4: with ``use_rollout_worker`` TRL calls the push's ``sync_weights`` once
+    per step, weighs the rollout's log-probs (truncated at ``clip_max``) and our clipped share
+    of those ratios is logged with the step. Row 0's behaviour log-probs are far below the
+    trainer's (a ratio past any cap), the others' at the trainer's own."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    from grpo_code.generation.base import prompt_ids
+    from grpo_code.training import trl_seam
+    from grpo_code.training.rollouts import trl_prompt
+
+    class Push:
+        def __init__(self) -> None:
+            self.steps: list[int] = []
+
+        def sync_weights(self) -> None:
+            self.steps.append(trainer.state.global_step)
+
+    def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
+        ids = [prompt_ids(trainer.processing_class, trl_prompt(p)) for p in prompts]
+        completions = [[100 + r, 200 + r, 300 + r] for r in range(len(ids))]
+        with torch.no_grad():
+            logps = []
+            for r, (p, c) in enumerate(zip(ids, completions)):
+                logits = trainer.model(torch.tensor([p + c])).logits[0, len(p) - 1:-1].float()
+                own = logits.log_softmax(-1).gather(1, torch.tensor(c)[:, None])[:, 0].tolist()
+                logps.append([x - 5.0 for x in own] if r == 0 else own)
+        return {"prompt_ids": ids, "completion_ids": completions, "logprobs": logps}
+
+    def reward(completions: list, **kwargs: Any) -> list[float]:
+        return [float(i % 2) for i in range(len(completions))]
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"Write function number {i}."}]}
+                              for i in range(4)])
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=3, max_steps=2, report_to="none", logging_steps=1, save_strategy="no",
+                      use_cpu=True, disable_tqdm=True, remove_unused_columns=False, temperature=1.0, seed=0,
+                      beta=0.0, use_vllm=False, vllm_importance_sampling_mode="token_truncate",
+                      vllm_importance_sampling_clip_max=3.0)
+    trainer = trl_seam.SeamTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=data,
+                                   processing_class=tokenizer, rollout_func=rollout)
+    push = Push()
+    trainer.use_rollout_worker(push)
+    trainer.train()
+    assert push.steps == [0, 1]
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logged) == 2
+    for h in logged:
+        assert h["sampling/importance_sampling_ratio/max"] == pytest.approx(3.0)
+        # Row 0 of 4 holds 3 of the 12 completion tokens: a quarter of them, each at e^5 > 3.
+        assert h["async/is_clipped_share"] == pytest.approx(0.25)

@@ -34,8 +34,10 @@ def replies(task: Any) -> list[str]:
 
 
 def build_tiny_model(out_dir: Path, tokenizer_dir: Path, tasks: list[Any], steps: int = 120,
-                     lr: float = 1e-2, seed: int = 0) -> Path:
-    """Build, teach and save the tiny model into ``out_dir``; returns ``out_dir``.
+                     lr: float = 1e-2, seed: int = 0, heads: int = 4, hidden: int = 64) -> Path:
+    """Build, teach and save the tiny model into ``out_dir``; returns ``out_dir``. With
+    ``hidden=128, heads=2`` its attention heads are 64 wide, which the CPU build of vLLM
+    computes (16 wide, the default's, it refuses).
 
     About 4 s of teaching on one core (the loss is near its floor, the entropy of the
     reply mix, after ~100 steps).
@@ -48,8 +50,8 @@ def build_tiny_model(out_dir: Path, tokenizer_dir: Path, tasks: list[Any], steps
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True,
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+        num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=512, tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
     )

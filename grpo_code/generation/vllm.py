@@ -220,3 +220,21 @@ def _logprobs(completion: Any, ids: list[int]) -> list[float] | None:
         chosen = options.get(token) if options else None
         out.append(float("nan") if chosen is None else float(chosen.logprob))
     return out
+
+
+def load_engine_weights(llm: Any, weights: Any) -> None:
+    """``(name, tensor)`` pairs in checkpoint format into an in-process vLLM engine (the
+    colocated one, or the rollout worker's), repacked as loading a checkpoint does; its
+    prefix cache is reset (cached prompts were computed with the old weights)."""
+    runner = llm.llm_engine.model_executor.driver_worker.model_runner
+    runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+    model = runner.get_model()
+    head = getattr(model, "lm_head", None)
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    if head is not None and embed is not None and head.weight is embed.weight:
+        # Tied embeddings: the head is not among the weights loaded, so its packed copy for the
+        # CPU matmul would stay the old embedding's; pack it again from the new one.
+        quant = getattr(head, "quant_method", None)
+        if quant is not None:
+            quant.process_weights_after_loading(head)
+    llm.reset_prefix_cache()

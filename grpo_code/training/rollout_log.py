@@ -30,10 +30,14 @@ class RolloutLog:
         if self.path is None and self.prompt_filter is None:
             return {}
         conversations = kwargs.get("conversation") or [None] * len(scored)
-        local = [{**completion_record(task_id, c, s, talk), "reward": reward} if self.path is not None
+        # The policy version each completion was sampled with (rollouts ahead of the update: it
+        # may be older than the step that trains on it).
+        versions = [getattr(r, "version", None) for r in kwargs.get("rollout") or [None] * len(scored)]
+        local = [{**completion_record(task_id, c, s, talk), "reward": reward,
+                  **({"version": version} if version is not None else {})} if self.path is not None
                  else {"task_id": task_id, "reward": reward}
-                 for task_id, c, s, talk, reward in zip(kwargs["task_id"], completions, scored, conversations,
-                                                        rewards, strict=True)]
+                 for task_id, c, s, talk, reward, version in zip(kwargs["task_id"], completions, scored,
+                                                                 conversations, rewards, versions, strict=True)]
         from accelerate import PartialState
 
         state = PartialState()

@@ -1,4 +1,4 @@
-"""Every place grpo-code touches TRL's internals, in one module: three, each pinned by a
+"""Every place grpo-code touches TRL's internals, in one module: four, each pinned by a
 test in ``tests/test_trl_seam.py`` (a TRL release that changes one fails that named test,
 not a training run).
 
@@ -21,6 +21,12 @@ keywords, timing through a callback. What has no public hook:
    not among the weights loaded); the prefix cache is reset after it, as TRL does. LoRA
    training syncs the same way, merged: TRL's parameter walk merges the adapter into the
    base weights for vLLM, which is also what TRL does on GPUs.
+4. Rollouts ahead of the update (:mod:`.ahead`) -> :meth:`SeamTrainer.use_rollout_worker`:
+   the trainer has no engine of its own, yet TRL's importance-sampling correction (and its
+   weight sync before each generation call) run only when ``use_vllm`` is set; the flag is
+   set after ``__init__``, with ``vllm_generation`` the worker's weight push and
+   ``_last_loaded_step`` as TRL's ``__init__`` would set it. (The share of clipped
+   importance ratios is read from the batch ``compute_loss`` receives: public.)
 """
 
 from __future__ import annotations
@@ -57,8 +63,13 @@ class SeamTrainer(GRPOTrainer):
     weight_sync_s: float | None = None
     """How long the last sync of the CPU build's weights took (the rollout logs and clears it)."""
 
+    lookahead: Any = None
+    """With rollouts ahead of the update: a sampler wrapper that can be read ahead (:mod:`.ahead`)."""
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self._worker_push: Any = None
+        self._clipped: list[float] = []
         generation = getattr(self, "vllm_generation", None) if self.use_vllm else None
         if generation is not None and generation.mode == "colocate" and vllm_cpu_build():
             generation.sync_weights = partial(self._sync_cpu_vllm, generation)  # touch point 3
@@ -67,6 +78,14 @@ class SeamTrainer(GRPOTrainer):
         started = time.monotonic()
         reload_vllm_weights(generation)
         self.weight_sync_s = time.monotonic() - started
+
+    def use_rollout_worker(self, push: Any) -> None:
+        """Touch point 4: generation happens in a rollout worker; ``push.sync_weights()`` sends
+        it the policy, and TRL's importance-sampling correction weighs its log-probs."""
+        self.use_vllm = True
+        self.vllm_generation = push
+        self._last_loaded_step = -1
+        self._worker_push = push
 
     # ----------------------------------------------------------------- hooks
 
@@ -81,7 +100,29 @@ class SeamTrainer(GRPOTrainer):
         pattern = RepeatPattern(self.num_generations, self.args.generation_batch_size // self.num_generations,
                                 self.num_iterations * self.args.steps_per_generation, self.args.seed)
         sampler = self.train_sampler(dataset, pattern)
-        return sampler if sampler is not None else super()._get_train_sampler(dataset)
+        sampler = sampler if sampler is not None else super()._get_train_sampler(dataset)
+        if self._worker_push is not None:
+            from grpo_code.training.ahead import LookaheadSampler
+
+            self.lookahead = LookaheadSampler(sampler)
+            return self.lookahead
+        return sampler
+
+    def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if self._worker_push is not None:
+            share = clipped_share(inputs, self.vllm_importance_sampling_mode,
+                                  self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
+            if share is not None:
+                self._clipped.append(share)
+        return super().compute_loss(model, inputs, *args, **kwargs)
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        if self._clipped and "loss" in logs:
+            from grpo_code import metric_names as M
+
+            logs[M.IS_CLIPPED] = sum(self._clipped) / len(self._clipped)
+            self._clipped = []
+        super().log(logs, *args, **kwargs)
 
     def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
                                            logits_to_keep: int, batch_size: int | None = None,
@@ -117,16 +158,30 @@ class SeamTrainer(GRPOTrainer):
         return torch.cat(logps)[back], torch.cat(entropies)[back] if entropies else None, None
 
 
+def clipped_share(output: dict[str, Any], mode: str, low: float | None, high: float | None) -> float | None:
+    """Share of completion tokens (sequences, in the sequence modes) whose importance ratio
+    ``pi_trainer / pi_behaviour`` fell outside ``[low, high]``: truncated or masked."""
+    old, sampled = output.get("old_per_token_logps"), output.get("sampling_per_token_logps")
+    if old is None or sampled is None:
+        return None
+    mask = output["completion_mask"].bool()
+    diff = torch.nan_to_num((old - sampled) * mask, nan=0.0)
+    if mode.startswith("sequence"):
+        ratio, keep = diff.sum(-1).exp(), mask.any(-1)
+    else:
+        ratio, keep = diff.exp(), mask
+    outside = torch.zeros_like(ratio, dtype=torch.bool)
+    if high is not None:
+        outside |= ratio > high
+    if low is not None:
+        outside |= ratio < low
+    total = int(keep.sum())
+    return float((outside & keep).sum()) / total if total else None
+
+
 def reload_vllm_weights(generation: Any) -> None:
     """Touch point 3: the trained weights into the CPU build of vLLM, all at once in checkpoint
     format (vLLM repacks them), then a reset of its prefix cache."""
-    runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
-    runner.reload_weights(weights_iterator=generation._iter_named_params(), is_checkpoint_format=True)
-    model = runner.get_model()
-    head = getattr(model, "lm_head", None)
-    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
-    if head is not None and embed is not None and head.weight is embed.weight:
-        # Tied embeddings: the head is not among the weights loaded, so its packed copy for the
-        # CPU matmul would stay the old embedding's; pack it again from the new one.
-        head.quant_method.process_weights_after_loading(head)
-    generation.llm.reset_prefix_cache()
+    from grpo_code.generation.vllm import load_engine_weights
+
+    load_engine_weights(generation.llm, generation._iter_named_params())

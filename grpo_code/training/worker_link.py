@@ -1,0 +1,288 @@
+"""The trainer's side of the rollout worker (:mod:`.engine_worker`): its process and pipe,
+a listener thread that scores each row as it arrives, the weight files it is pushed, and
+the probe that checks its engine follows them."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_code.errors import GrpoCodeError
+from grpo_code.generation.stream import Sample
+from grpo_code.training.engine_worker import WorkerSpec
+from grpo_code.verify.early import EarlyJobs
+
+START_TIMEOUT_S = 600.0
+"""How long the worker's engine may take to start."""
+SILENT_TIMEOUT_S = 900.0
+"""How long the trainer waits on a worker that reports nothing before failing the run."""
+
+
+class RolloutWorkerError(GrpoCodeError):
+    """The rollout worker died, hung, or reported an error."""
+
+
+@dataclass
+class _Batch:
+    task_ids: list[str | None]
+    rows: dict[int, tuple[Sample, float]] = field(default_factory=dict)
+    handles: dict[int, Any] = field(default_factory=dict)
+    done: tuple[int, float, float] | None = None
+    """``(version, generate_s, idle_s)`` once the worker finished it."""
+
+
+class EngineWorker:
+    """The trainer's side of the rollout worker: the process, its pipe, a listener thread
+    that scores each row as it arrives (``early``), and the weight files."""
+
+    def __init__(self, spec: WorkerSpec, tokenizer: Any, early: EarlyJobs | None, initial_version: int):
+        self.tokenizer = tokenizer
+        self.early = early
+        self.version = initial_version
+        """The newest version the worker has loaded."""
+        self.loads: list[tuple[int, float, float, list[float]]] = []
+        """``(version, load_s, probe gap, the engine's probe log-probs)`` of each load."""
+        self.trainer_probes: dict[int, list[float]] = {}
+        self.error: str | None = None
+        self._closing = False
+        self._batches: dict[int, _Batch] = {}
+        self._cond = threading.Condition()
+        self._ready: list[float] | None = None
+        self._heard = time.monotonic()
+        self.weights_dir = Path(tempfile.mkdtemp(prefix="grpo-code-weights-", dir=_shm()))
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        from grpo_code.training import engine_worker
+
+        self.process = ctx.Process(target=engine_worker.main, args=(child, spec), name="grpo-code-rollout-worker")
+        self.process.start()
+        child.close()
+        self._listener = threading.Thread(target=self._listen, name="grpo-code-rollout-listener", daemon=True)
+        self._listener.start()
+
+    # ----------------------------------------------------------------- listening
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                with self._cond:
+                    if not self._closing and self.error is None:
+                        self.process.join(5)
+                        self.error = f"the rollout worker exited (exit code {self.process.exitcode})"
+                    self._cond.notify_all()
+                return
+            try:
+                self._handle(message)
+            except Exception as exc:  # noqa: BLE001 - a bug here must fail the run, loudly
+                with self._cond:
+                    self.error = f"the trainer could not take the rollout worker's message: {exc!r}"
+                    self._cond.notify_all()
+                return
+
+    def _handle(self, message: tuple) -> None:
+        kind = message[0]
+        with self._cond:
+            self._heard = time.monotonic()
+        if kind == "end":
+            _, batch_no, row, ids, ended, logprobs, seconds = message
+            sample = Sample(ids, ended, logprobs)
+            batch = self._batches[batch_no]
+            task_id = batch.task_ids[row]
+            handle = None
+            if self.early is not None and task_id is not None:
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                handle = self.early.submit(task_id, text, sample.cut)
+            with self._cond:
+                batch.rows[row] = (sample, seconds)
+                if handle is not None:
+                    batch.handles[row] = handle
+        elif kind == "batch":
+            _, batch_no, version, generate_s, idle_s = message
+            with self._cond:
+                self._batches[batch_no].done = (version, generate_s, idle_s)
+                self._cond.notify_all()
+        elif kind == "loaded":
+            _, version, load_s, probe = message
+            with self._cond:
+                self.version = version
+                self.loads.append((version, load_s, probe_gap(self.trainer_probes.pop(version, None), probe), probe))
+                self._cond.notify_all()
+            for path in self.weights_dir.glob("v*.safetensors"):
+                if int(path.stem[1:]) <= version:
+                    path.unlink(missing_ok=True)
+        elif kind == "ready":
+            with self._cond:
+                self._ready = message[1]
+                self._cond.notify_all()
+        elif kind == "error":
+            with self._cond:
+                self.error = "the rollout worker failed:\n" + message[1].rstrip()
+                self._cond.notify_all()
+
+    def _wait(self, done: Any, what: str, timeout_s: float) -> None:
+        """Block until ``done()`` (under the lock), failing the run when the worker died,
+        failed, or reported nothing for ``timeout_s``."""
+        with self._cond:
+            while not done():
+                if self.error is not None:
+                    raise RolloutWorkerError(self.error, "see the worker's log above; rerun with --resume")
+                if not self.process.is_alive() and not done():
+                    self._cond.wait(5)  # the listener's last messages
+                    if not done():
+                        raise RolloutWorkerError(self.error or f"the rollout worker exited while {what}",
+                                                 "see the worker's log above; rerun with --resume")
+                if time.monotonic() - self._heard > timeout_s:
+                    raise RolloutWorkerError(f"the rollout worker sent nothing for {timeout_s:.0f} s while {what}",
+                                             "see the worker's log above; rerun with --resume")
+                self._cond.wait(1.0)
+
+    # ----------------------------------------------------------------- the trainer's calls
+
+    def wait_ready(self) -> list[float]:
+        self._heard = time.monotonic()
+        self._wait(lambda: self._ready is not None, "starting its engine", START_TIMEOUT_S)
+        return self._ready  # type: ignore[return-value]
+
+    def request(self, batch_no: int, prompt_ids: list[list[int]], task_ids: list[str | None], seed: int,
+                min_version: int) -> None:
+        with self._cond:
+            self._batches[batch_no] = _Batch(list(task_ids))
+        self.conn.send(("generate", batch_no, prompt_ids, seed, min_version, list(task_ids)))
+
+    def requested(self, batch_no: int) -> bool:
+        return batch_no in self._batches
+
+    def finished(self) -> int:
+        """Batches finished and not yet taken."""
+        with self._cond:
+            return sum(b.done is not None for b in self._batches.values())
+
+    def take(self, batch_no: int) -> _Batch:
+        self._wait(lambda: self._batches[batch_no].done is not None, f"generating batch {batch_no}",
+                   SILENT_TIMEOUT_S)
+        with self._cond:
+            return self._batches.pop(batch_no)
+
+    def push(self, version: int, weights: Iterator[tuple[str, Any]], probe: list[float]) -> None:
+        """Write the policy of ``version`` for the worker and tell it."""
+        from safetensors.torch import save_file
+
+        tensors, seen = {}, set()
+        for name, tensor in weights:
+            key = tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape)
+            if key in seen:  # a tied weight: the engine ties it itself
+                continue
+            seen.add(key)
+            tensors[name] = tensor.detach().contiguous()
+        path = self.weights_dir / f"v{version}.safetensors"
+        tmp = path.with_suffix(".tmp")
+        save_file(tensors, str(tmp))
+        os.replace(tmp, path)
+        with self._cond:
+            self.trainer_probes[version] = probe
+        self.conn.send(("weights", version, str(path)))
+
+    def close(self) -> None:
+        """Stop the worker (politely, then by force) and remove the weight files."""
+        with self._cond:
+            self._closing = True
+        try:
+            self.conn.send(("stop",))
+        except OSError:
+            pass
+        self.process.join(10)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self.conn.close()
+        shutil.rmtree(self.weights_dir, ignore_errors=True)
+
+
+def _shm() -> str | None:
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def probe_gap(trainer: list[float] | None, engine: list[float]) -> float:
+    """Largest absolute difference of two log-prob lists (NaN when the trainer's is missing)."""
+    if trainer is None or len(trainer) != len(engine):
+        return float("nan")
+    return max((abs(a - b) for a, b in zip(trainer, engine, strict=True)), default=0.0)
+
+
+def checkpoint_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """The policy's weights as its checkpoint names them; a LoRA adapter merged into them.
+    (A generator: the adapter is unmerged once the caller has read every weight.)"""
+    import torch
+
+    peft = hasattr(model, "peft_config") and hasattr(model, "merge_adapter")
+    with torch.no_grad():
+        if not peft:
+            yield from model.state_dict().items()
+            return
+        model.merge_adapter()
+        try:
+            for name, tensor in model.state_dict().items():
+                if "lora_" in name:
+                    continue
+                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                if getattr(model, "prefix", "lora_") in name:
+                    continue
+                yield name, tensor
+        finally:
+            model.unmerge_adapter()
+
+
+def probe_logps(model: Any, ids: list[int], temperature: float) -> list[float]:
+    """The trainer's log-prob of each probe token after the first (temperature applied, as the engine's)."""
+    import torch
+
+    with torch.no_grad():
+        device = next(model.parameters()).device
+        logits = model(input_ids=torch.tensor([ids], device=device)).logits[0, :-1].float()
+        logps = torch.log_softmax(logits / max(temperature, 1e-6), dim=-1)
+        return logps.gather(1, torch.tensor(ids[1:], device=device)[:, None])[:, 0].tolist()
+
+
+class WeightPush:
+    """What the trainer holds where TRL expects its vLLM engine: ``sync_weights`` pushes the
+    policy to the rollout worker (TRL calls it before a generation call, once per step)."""
+
+    def __init__(self, worker: EngineWorker, trainer: Any, probe_ids: list[int], temperature: float):
+        self.worker = worker
+        self.trainer = trainer
+        self.probe_ids = probe_ids
+        self.temperature = temperature
+        self.pushed = worker.version
+        self.push_s: float | None = None
+
+    def sync_weights(self) -> None:
+        version = int(self.trainer.state.global_step)
+        if version <= self.pushed:
+            return
+        started = time.perf_counter()
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        probe = probe_logps(model, self.probe_ids, self.temperature)
+        self.worker.push(version, checkpoint_weights(model), probe)
+        self.pushed = version
+        self.push_s = time.perf_counter() - started
+
+
+PROBE_TEXT = "def add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    return a + b\n"
+"""The text whose log-probs the trainer and the worker compare after each push."""
+
+
+def probe_ids(tokenizer: Any) -> list[int]:
+    return list(tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
