@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # GPU check: a few GRPO steps of the demo on one NVIDIA GPU, with the hf backend and, when
-# vLLM imports, with vLLM colocated; then the step time, generation tokens/s and time blocked
+# vLLM imports, with vLLM colocated and with rollouts one version ahead of the update
+# (train.max_staleness=1: a worker process with its own engine, on the last GPU when there
+# are several); then the step time, generation tokens/s and time blocked
 # on rewards of each run, read from its metrics.jsonl. Typically 2-5 minutes; each run is cut
 # off after RUN_TIMEOUT seconds (default 180), so the whole check stays under 8 minutes.
 #
 #   bash scripts/gpu_check.sh                        # with .venv as it is (a CUDA torch inside)
 #   WHEELS=/data/wheels bash scripts/gpu_check.sh    # first install from local wheels, no index
 #   bash scripts/gpu_check.sh --summarize RUN_DIR... # only the summary of existing runs (no GPU)
-#   bash scripts/gpu_check.sh --overrides hf|vllm DIR [BF16]  # a run's config overrides (BF16 1|0)
+#   bash scripts/gpu_check.sh --overrides hf|vllm|async DIR [BF16]  # a run's config overrides (BF16 1|0)
 #
 # Environment: WHEELS (a directory of wheels: a CUDA build of torch, grpo-code's dependencies,
 # setuptools, optionally vllm; made elsewhere with `pip wheel -w wheels '.[vllm]'`), STEPS
@@ -25,7 +27,7 @@ die() {
     exit 2
 }
 
-# One override per line for `grpo-code train configs/demo.yaml`: $1 = hf|vllm, $2 = run dir,
+# One override per line for `grpo-code train configs/demo.yaml`: $1 = hf|vllm|async, $2 = run dir,
 # $3 = 1 when the GPU does bf16. The demo config is tuned for CPU (use_cpu, float32).
 overrides() {
     local precision=(model.dtype=float32 train.trl.bf16=false)
@@ -38,6 +40,9 @@ overrides() {
         printf '%s\n' generation.backend=vllm generation.vllm_mode=colocate \
             generation.vllm_gpu_memory_utilization=0.25 train.trl.vllm_max_model_length=1024 \
             train.stop_after_code=false   # as the GPU numbers were measured (the vLLM path stops rows now too)
+        if [ "$1" = async ]; then
+            printf '%s\n' train.max_staleness=1
+        fi
     fi
 }
 
@@ -109,8 +114,8 @@ case "${1:-}" in
         exit
         ;;
     --overrides)
-        [[ "$#" =~ ^[34]$ && "$2" =~ ^(hf|vllm)$ && "${4:-1}" =~ ^[01]$ ]] ||
-            die "usage: --overrides hf|vllm RUN_DIR [1|0 (bf16)]"
+        [[ "$#" =~ ^[34]$ && "$2" =~ ^(hf|vllm|async)$ && "${4:-1}" =~ ^[01]$ ]] ||
+            die "usage: --overrides hf|vllm|async RUN_DIR [1|0 (bf16)]"
         overrides "$2" "$3" "${4:-1}"
         exit
         ;;
@@ -145,8 +150,8 @@ echo "==> $gpu; torch $("$PY" -c 'import torch; print(torch.__version__)'); vLLM
 OUT="${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}"
 runs=()
 failed=0
-for backend in hf vllm; do
-    [ "$backend" = vllm ] && [ "$has_vllm" = 0 ] && continue
+for backend in hf vllm async; do
+    [ "$backend" != hf ] && [ "$has_vllm" = 0 ] && continue
     mapfile -t args < <(overrides "$backend" "$OUT/$backend" "$bf16")
     echo "==> $backend: $STEPS GRPO steps of the demo (cut off after ${RUN_TIMEOUT}s)"
     if timeout "$RUN_TIMEOUT" "$PY" -m grpo_code train configs/demo.yaml "${args[@]}"; then

@@ -64,7 +64,7 @@ def test_summary_of_a_run_without_steps_fails(tmp_path):
 
 
 # ids that are not marker names: a bare "vllm" id would make conftest skip it as a vllm test
-@pytest.mark.parametrize("backend", ["hf", "vllm"], ids=["hf-run", "vllm-run"])
+@pytest.mark.parametrize("backend", ["hf", "vllm", "async"], ids=["hf-run", "vllm-run", "async-run"])
 def test_overrides_are_valid_for_the_demo_config(backend, tmp_path):
     from grpo_code.train import grpo_args
 
@@ -72,12 +72,14 @@ def test_overrides_are_valid_for_the_demo_config(backend, tmp_path):
         out = gpu_check("--overrides", backend, str(tmp_path / backend), bf16)
         assert out.returncode == 0, out.stderr
         cfg = load_config(REPO / "configs" / "demo.yaml", out.stdout.splitlines())
-        assert cfg.generation.backend == backend and cfg.train.trl["max_steps"] == 5
+        assert cfg.generation.backend == ("hf" if backend == "hf" else "vllm") and cfg.train.trl["max_steps"] == 5
+        assert cfg.train.max_staleness == (1 if backend == "async" else 0)
         assert cfg.train.stop_after_code is (backend == "hf")  # the vLLM path cannot stop rows
         assert cfg.output.dir == str(tmp_path / backend) and not check_trl_keys(cfg)
         assert cfg.model.dtype == ("bfloat16" if bf16 == "1" else "float32")
     # TRL itself accepts them (bf16 needs a GPU to pass its check, so the fp32 variant here)
     args = grpo_args(cfg, tmp_path / backend)
+    # With rollouts ahead the worker is the engine: TRL builds none.
     assert args.use_cpu is False and args.use_vllm is (backend == "vllm")
     if backend == "vllm":
         assert args.vllm_mode == "colocate" and args.vllm_max_model_length == 1024

@@ -242,7 +242,7 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
     longest = max(len(prompt_ids(tokenizer, trl_prompt(r["prompt"]))) for r in rows)
     whole = (verifier.extractor, {t.id: t for t in tasks.tasks}, style) if cfg.train.stop_after_code else None
     trainer_cores, engine_cores = [], []
-    if cpu_build():
+    if cpu_build() and os.environ.get("GRPO_CODE_ASYNC_CORES", "split") == "split":
         trainer_cores, engine_cores = split_cores(os.sched_getaffinity(0))
     gpu = None
     if torch.cuda.is_available() and torch.cuda.device_count() > 1:
@@ -254,7 +254,9 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
                       gpu_memory_utilization=cfg.generation.vllm_gpu_memory_utilization, gpu=gpu)
     worker = EngineWorker(spec, tokenizer, early, initial_version=-1 if resumed else 0)
     if trainer_cores and set(trainer_cores) != set(engine_cores):
-        os.sched_setaffinity(0, trainer_cores)
+        from grpo_code.training.engine_worker import bind_process
+
+        bind_process(trainer_cores)
         torch.set_num_threads(len(trainer_cores))
         log(f"rollouts ahead of the update (train.max_staleness: {cfg.train.max_staleness}): the worker's "
             f"engine computes on core(s) {engine_cores}, the trainer on {trainer_cores}")
