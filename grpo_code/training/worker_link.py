@@ -246,12 +246,15 @@ def checkpoint_weights(model: Any) -> Iterator[tuple[str, Any]]:
 
 
 def probe_logps(model: Any, ids: list[int], temperature: float) -> list[float]:
-    """The trainer's log-prob of each probe token after the first (temperature applied, as the engine's)."""
+    """The trainer's log-prob of each probe token after the first (temperature applied, as the
+    engine's), in the weights' own precision: the model's class ``forward``, not the one
+    accelerate wraps in autocast for mixed precision (under bf16 autocast the probe would
+    measure bf16 against the engine's fp32, about 0.1, not whether the weights arrived)."""
     import torch
 
     with torch.no_grad():
         device = next(model.parameters()).device
-        logits = model(input_ids=torch.tensor([ids], device=device)).logits[0, :-1].float()
+        logits = type(model).forward(model, input_ids=torch.tensor([ids], device=device)).logits[0, :-1].float()
         logps = torch.log_softmax(logits / max(temperature, 1e-6), dim=-1)
         return logps.gather(1, torch.tensor(ids[1:], device=device)[:, None])[:, 0].tolist()
 
