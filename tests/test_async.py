@@ -213,6 +213,34 @@ def test_the_clipped_share_counts_ratios_outside_the_caps() -> None:
     assert clipped_share(out, "token_truncate", None, 10.0) == 0.0
 
 
+def test_a_lora_policy_is_pushed_merged_and_gives_the_adapted_model_s_log_probs(tiny_model_dir: Path) -> None:
+    """What the worker loads for a LoRA policy: the adapter merged into the base weights,
+    named as the base checkpoint, read while merged (the merge is undone in place after)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_code.training.worker_link import checkpoint_weights, probe_gap, probe_ids, probe_logps
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
+                           LoraConfig(task_type="CAUSAL_LM", r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.add_(torch.randn_like(p) * 0.1)  # an adapter that changes the outputs
+    ids = probe_ids(tokenizer)
+    adapted = probe_logps(model, ids, 1.0)
+    with checkpoint_weights(model) as weights:
+        plain = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        assert set(weights) == set(plain.state_dict())
+        plain.load_state_dict({k: v.clone() for k, v in weights.items()})
+    assert probe_gap(adapted, probe_logps(plain, ids, 1.0)) < 1e-4
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    assert probe_gap(adapted, probe_logps(base, ids, 1.0)) > 1e-2  # the adapter mattered
+    assert probe_gap(adapted, probe_logps(model, ids, 1.0)) < 1e-4  # and is unmerged again
+
+
 # ----------------------------------------------------------------- a real worker (vLLM's CPU build)
 
 
@@ -226,8 +254,7 @@ def test_the_worker_s_engine_follows_pushed_weights_and_a_dead_worker_fails_fast
 
     from grpo_code.generation.base import Sampling
     from grpo_code.generation.vllm import prepare_environment
-    from grpo_code.training.worker_link import (EngineWorker, RolloutWorkerError, checkpoint_weights, probe_gap,
-                                                probe_ids, probe_logps)
+    from grpo_code.training.worker_link import EngineWorker, RolloutWorkerError, probe_gap, probe_ids, probe_logps
     from grpo_code.training.engine_worker import WorkerSpec
 
     prepare_environment()
@@ -245,7 +272,7 @@ def test_the_worker_s_engine_follows_pushed_weights_and_a_dead_worker_fails_fast
         with torch.no_grad():
             for p in model.parameters():
                 p.mul_(1.5)
-        worker.push(1, checkpoint_weights(model), probe_logps(model, probe, 1.0))
+        worker.push(1, model, probe_logps(model, probe, 1.0))
         ids = [tokenizer("Write add.")["input_ids"]] * 3
         worker.request(0, ids, [None] * 3, 5, min_version=1)  # waits for version 1
         batch = worker.take(0)
@@ -257,7 +284,7 @@ def test_the_worker_s_engine_follows_pushed_weights_and_a_dead_worker_fails_fast
 
         # A file that holds other weights than the trainer's: the check sees it.
         stale = AutoModelForCausalLM.from_pretrained(tiny_vllm_model_dir, dtype=torch.float32)
-        worker.push(2, checkpoint_weights(stale), probe_logps(model, probe, 1.0))
+        worker.push(2, stale, probe_logps(model, probe, 1.0))
         worker.request(1, ids, [None] * 3, 5, min_version=2)
         worker.take(1)
         assert worker.loads[-1][0] == 2 and worker.loads[-1][2] > 1e-2

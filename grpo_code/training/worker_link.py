@@ -4,6 +4,7 @@ the probe that checks its engine follows them."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -173,20 +174,22 @@ class EngineWorker:
         with self._cond:
             return self._batches.pop(batch_no)
 
-    def push(self, version: int, weights: Iterator[tuple[str, Any]], probe: list[float]) -> None:
-        """Write the policy of ``version`` for the worker and tell it."""
+    def push(self, version: int, model: Any, probe: list[float]) -> None:
+        """Write the policy of ``version`` (``model``'s weights, :func:`checkpoint_weights`)
+        for the worker and tell it."""
         from safetensors.torch import save_file
 
-        tensors, seen = {}, set()
-        for name, tensor in weights:
-            key = tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape)
-            if key in seen:  # a tied weight: the engine ties it itself
-                continue
-            seen.add(key)
-            tensors[name] = tensor.detach().contiguous()
         path = self.weights_dir / f"v{version}.safetensors"
         tmp = path.with_suffix(".tmp")
-        save_file(tensors, str(tmp))
+        with checkpoint_weights(model) as weights:
+            tensors, seen = {}, set()
+            for name, tensor in weights.items():
+                key = tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape)
+                if key in seen:  # a tied weight: the engine ties it itself
+                    continue
+                seen.add(key)
+                tensors[name] = tensor.detach().contiguous()
+            save_file(tensors, str(tmp))  # while merged: unmerging changes these tensors in place
         os.replace(tmp, path)
         with self._cond:
             self.trainer_probes[version] = probe
@@ -222,25 +225,26 @@ def probe_gap(trainer: list[float] | None, engine: list[float]) -> float:
     return max((abs(a - b) for a, b in zip(trainer, engine, strict=True)), default=0.0)
 
 
-def checkpoint_weights(model: Any) -> Iterator[tuple[str, Any]]:
-    """The policy's weights as its checkpoint names them; a LoRA adapter merged into them.
-    (A generator: the adapter is unmerged once the caller has read every weight.)"""
+@contextlib.contextmanager
+def checkpoint_weights(model: Any) -> Iterator[dict[str, Any]]:
+    """The policy's weights as its checkpoint names them, a LoRA adapter merged into them,
+    for the length of the ``with`` block: the adapter is merged into the base weights in
+    place and unmerged after, so the tensors are only what was pushed inside the block."""
     import torch
 
     peft = hasattr(model, "peft_config") and hasattr(model, "merge_adapter")
     with torch.no_grad():
         if not peft:
-            yield from model.state_dict().items()
+            yield dict(model.state_dict())
             return
         model.merge_adapter()
         try:
+            merged = {}
             for name, tensor in model.state_dict().items():
                 if "lora_" in name:
                     continue
-                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
-                if getattr(model, "prefix", "lora_") in name:
-                    continue
-                yield name, tensor
+                merged[name.removeprefix("base_model.model.").replace(".base_layer", "")] = tensor
+            yield merged
         finally:
             model.unmerge_adapter()
 
@@ -278,7 +282,7 @@ class WeightPush:
         started = time.perf_counter()
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         probe = probe_logps(model, self.probe_ids, self.temperature)
-        self.worker.push(version, checkpoint_weights(model), probe)
+        self.worker.push(version, model, probe)
         self.pushed = version
         self.push_s = time.perf_counter() - started
 
