@@ -105,7 +105,6 @@ class AheadRollouts:
         self.rows = rows
         self.worker = worker
         self.max_staleness = max_staleness
-        self.sampler: LookaheadSampler | None = None
         self.push: WeightPush | None = None
         self._call: int | None = None
         """Generation calls made by this process (``None``: none yet)."""
@@ -115,7 +114,7 @@ class AheadRollouts:
         self.staleness_counts: dict[int, int] = {}
 
     def _sampler(self, trainer: Any) -> LookaheadSampler:
-        sampler = self.sampler or trainer.lookahead
+        sampler = trainer.lookahead
         if sampler is None:
             raise RuntimeError("rollouts ahead of the update need the trainer's lookahead sampler")
         return sampler
