@@ -131,8 +131,13 @@ class Checking:
     checker: str | None = None
     """The name of a checker of the job (``Job.checkers``) that decides instead."""
 
-    def _checking(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _checking(self, out: dict[str, Any]) -> dict[str, Any]:
+        """``out`` with the settings that are not the defaults (most tests have none: a
+        suite's hundred thousand tests are written out without a lookup each)."""
+        if self.float_tol is None and self.abs_tol is None and self.rel_tol is None and self.checker is None:
+            if self.unordered:
+                out["unordered"] = True
+            return out
         for key in ("float_tol", "abs_tol", "rel_tol", "checker"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -164,7 +169,7 @@ class IoTest(Checking):
             out["compare"] = self.compare
         if self.ignore_case:
             out["ignore_case"] = True
-        return {**out, **self._checking()}
+        return self._checking(out)
 
 
 NO_VALUE: Any = type("NoValue", (), {"__repr__": lambda self: "NO_VALUE"})()
@@ -193,7 +198,7 @@ class CallTest(Checking):
             out["expected"] = self.expected
         if self.compare != "value":
             out["compare"] = self.compare
-        return {**out, **self._checking()}
+        return self._checking(out)
 
 
 TestCase = ScriptTest | IoTest | CallTest
@@ -216,7 +221,12 @@ def _value(value: Any, where: str) -> None:
 _CHECKING = {"float_tol", "abs_tol", "rel_tol", "unordered", "checker"}
 
 
+_SETTINGS = frozenset(_CHECKING | {"ignore_case"})
+
+
 def _checking(data: dict, where: str) -> dict[str, Any]:
+    if _SETTINGS.isdisjoint(data):  # most tests: nothing to check
+        return {"unordered": False, "checker": None}
     out: dict[str, Any] = {}
     for key in ("float_tol", "abs_tol", "rel_tol"):
         tol = data.get(key)
@@ -233,18 +243,22 @@ def _checking(data: dict, where: str) -> dict[str, Any]:
     return out
 
 
+_ALLOWED = {
+    "script": frozenset({"kind", "code"}),
+    "io": frozenset({"kind", "stdin", "stdout", "compare", "ignore_case"} | _CHECKING),
+    "call": frozenset({"kind", "fn", "args", "expected", "compare"} | _CHECKING),
+}
+"""The keys a test of each kind may have."""
+
+
 def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
     """Build a test from its JSON form, with errors that name the field."""
     _want(isinstance(data, dict), where, "must be an object")
     kind = data.get("kind")
-    allowed = {
-        "script": {"kind", "code"},
-        "io": {"kind", "stdin", "stdout", "compare", "ignore_case"} | _CHECKING,
-        "call": {"kind", "fn", "args", "expected", "compare"} | _CHECKING,
-    }
-    _want(isinstance(kind, str) and kind in allowed, f"{where}.kind", f"is {kind!r} (expected script, io or call)")
-    extra = sorted(set(data) - allowed[kind])
-    _want(not extra, where, f"has unknown keys {extra} for a {kind} test")
+    allowed = _ALLOWED.get(kind) if isinstance(kind, str) else None
+    _want(allowed is not None, f"{where}.kind", f"is {kind!r} (expected script, io or call)")
+    if not allowed.issuperset(data):
+        _want(False, where, f"has unknown keys {sorted(set(data) - allowed)} for a {kind} test")
     if kind == "script":
         _want(isinstance(data.get("code"), str), f"{where}.code", "must be a string")
         return ScriptTest(code=data["code"])

@@ -103,7 +103,8 @@ def prune(keep: set[Path], limit: int) -> int:
 
 
 def _key(task: Task, fingerprint: str) -> str:
-    payload = json.dumps({"schema": SCHEMA, "task": task.to_dict(), "harness": fingerprint}, sort_keys=True)
+    # The task by its content hash (the sha256 of its sorted JSON), not written out again.
+    payload = json.dumps({"schema": SCHEMA, "task": task.content_hash(), "harness": fingerprint}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -134,11 +135,14 @@ def _touch(path: Path) -> None:
         pass  # a read-only cache still serves
 
 
-def _copy(test: Any) -> Any:
-    """A shallow copy of a frozen test (``copy.copy`` without its protocol: a suite's
-    hundred thousand tests are copied in a fraction of the time)."""
+def _with_answer(test: Any, value: Any) -> Any:
+    """A copy of a frozen test with ``value`` as its expected value or output (without
+    ``copy.copy``'s protocol or the dataclass's checks: a suite's hundred thousand tests are
+    copied in a fraction of the time; the value is the sandbox's answer, already valid)."""
     new = object.__new__(type(test))
-    new.__dict__.update(test.__dict__)
+    fields = new.__dict__
+    fields.update(test.__dict__)
+    fields["stdout" if test.kind == "io" else "expected"] = value
     return new
 
 
@@ -156,9 +160,7 @@ def fill(task: Task, values: dict[int, Any], large: dict[int, str] | None = None
     ``reference_cpu_s``: the reference's slowest test, for ``limits.reference_factor``."""
     tests = list(task.tests)
     for i, value in values.items():
-        test = _copy(tests[i])  # the value is the sandbox's answer, already valid: no re-validation
-        object.__setattr__(test, "stdout" if test.kind == "io" else "expected", value)
-        tests[i] = test
+        tests[i] = _with_answer(tests[i], value)
     limits = task.limits.from_reference(reference_cpu_s) if reference_cpu_s is not None else task.limits
     filled = dataclasses.replace(task, tests=tuple(tests), limits=limits)
     filled.__dict__["_content_hash"] = task.content_hash()
