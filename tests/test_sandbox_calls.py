@@ -13,7 +13,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import BACKENDS, backend_sandbox
+from grpo_code.errors import SandboxError
 from grpo_code.sandbox import CallTest, Job, Limits, ScriptTest, Status, Verdict
+from grpo_code.sandbox.types import testcase_from_dict as parse_test
 from grpo_code.sandbox.pool import WorkerPool
 from grpo_code.sandbox.wire import job_deadline_s, split_wire, total_deadline_s, wire_for, wire_size
 
@@ -70,6 +72,27 @@ def test_call_tests_share_one_process_and_each_keeps_its_own_verdict(sandbox):
 def test_isolation_test_gives_each_test_a_new_process(sandbox):
     [result] = sandbox.run([Job(COUNTER, calls(1, 1, 1, expected=[1, 1, 1]), limits=FAST, isolation="test")])
     assert result.status is Status.PASS, result
+
+
+def test_a_method_call_makes_a_new_instance_per_test(sandbox):
+    """``Class.method`` (LeetCode's ``Solution().f``): each call on a new instance, so what one
+    test leaves on its instance the next does not see; isolation: test takes it too."""
+    program = ("class Solution:\n    def __init__(self):\n        self.seen = []\n"
+               "    def f(self, x):\n        self.seen.append(x)\n        return len(self.seen)\n")
+    tests = tuple(CallTest("Solution.f", (x,), 1) for x in range(3)) + (CallTest("Missing.f", (1,), 1),
+                                                                        CallTest("Solution.g", (1,), 1))
+    for isolation in ("job", "test"):
+        [result] = sandbox.run([Job(program, tests, limits=FAST, isolation=isolation)])
+        assert verdicts(result) == ["pass"] * 3 + ["runtime_error"] * 2, result
+        assert "class 'Missing' is not defined" in result.tests[3].message
+        assert "has no attribute 'g'" in result.tests[4].message
+
+
+def test_a_method_call_is_python_only():
+    with pytest.raises(SandboxError, match="only Python call tests"):
+        Job("class S {}", (CallTest("S.f", (), 1),), language="javascript")
+    with pytest.raises(SandboxError, match="must be a function name"):
+        parse_test({"kind": "call", "fn": "a.b.c", "args": [], "expected": 1})
 
 
 def test_each_call_gets_fresh_arguments(sandbox):

@@ -100,7 +100,9 @@ def show(
 
 @command(app, "convert")
 def convert(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="humaneval, mbpp, stdio, call, codecontests, apps or evalplus.")],
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=(
+        "humaneval, mbpp, stdio, call, codecontests, apps, evalplus, livecodebench, taco, primeintellect, "
+        "deepcoder, kodcode, or auto (told from the records' fields)."))],
     src: Annotated[str, typer.Argument(help="Input: .jsonl, .jsonl.gz, .json, .parquet or a hub dataset id.")],
     dst: Annotated[Path, typer.Argument(help="Suite directory to write (suite.yaml + tasks.jsonl).")],
     language: Annotated[str, typer.Option(help="Language of a HumanEval-style file.")] = "python",
@@ -113,6 +115,10 @@ def convert(
              "evalplus: base, plus or all (default).")] = None,
     split: Annotated[str | None, typer.Option(
         help="codecontests, apps: metadata.split of every task (apps default: test).")] = None,
+    since: Annotated[str | None, typer.Option(
+        help="livecodebench: keep contests from this day (YYYY-MM-DD, included).")] = None,
+    until: Annotated[str | None, typer.Option(
+        help="livecodebench: keep contests up to this day (YYYY-MM-DD, included).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Write the readable records' tasks and list the unreadable ones "
@@ -132,7 +138,14 @@ def convert(
 
     if (dst / "tasks.jsonl").exists() and not force:
         raise SuiteError(f"{dst} already holds a suite", "pass --force to overwrite or choose another directory")
+    if fmt == "auto":
+        fmt = adapters.detect_format(adapters.read_records(src))
+        typer.echo(f"format: {fmt} (told from the records' fields)")
     options: dict = {}
+    if since is not None or until is not None:
+        if fmt != "livecodebench":
+            raise SuiteError(f"--since/--until do not apply to {fmt}", "they set livecodebench's contest window")
+        options.update(since=since, until=until)
     if fmt == "humaneval":
         options["language"] = language
     elif fmt == "stdio" and float_tol is not None:
@@ -141,8 +154,10 @@ def convert(
         options["unwrap_outputs"] = unwrap_outputs
     if fmt in ("codecontests", "apps"):
         options.update({k: v for k, v in (("float_tol", float_tol), ("split", split)) if v is not None})
+    elif fmt == "taco" and split is not None:
+        options["split"] = split
     elif split is not None:
-        raise SuiteError(f"--split does not apply to {fmt}", "it sets the split of codecontests and apps tasks")
+        raise SuiteError(f"--split does not apply to {fmt}", "it sets the split of codecontests, apps and taco tasks")
     if tests is not None:
         if fmt not in ("codecontests", "evalplus"):
             raise SuiteError(f"--tests does not apply to {fmt}",

@@ -272,7 +272,8 @@ def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
         return IoTest(stdin=data.get("stdin", ""), stdout=data.get("stdout"), compare=compare,
                       ignore_case=data.get("ignore_case", False), **checking)
     fn = data.get("fn")
-    _want(isinstance(fn, str) and fn.isidentifier(), f"{where}.fn", "must be a function name")
+    _want(isinstance(fn, str) and all(part.isidentifier() for part in fn.split(".", 1)), f"{where}.fn",
+          "must be a function name, or Class.method (Python: a new Class() per call, LeetCode's Solution)")
     args = data.get("args", [])
     _want(isinstance(args, list), f"{where}.args", "must be a list")
     _value(args, f"{where}.args")
@@ -328,6 +329,8 @@ class Job:
                                                        for k, v in self.checkers.items()),
               "checkers", "must map names to Python source")
         for i, test in enumerate(self.tests):
+            _want(self.language == "python" or "." not in getattr(test, "fn", ""), f"tests[{i}].fn",
+                  "names a method (Class.method), which only Python call tests take")
             checker = getattr(test, "checker", None)
             _want(checker is None or checker in self.checkers, f"tests[{i}].checker",
                   f"names {checker!r}, which the job's checkers do not define")

@@ -18,6 +18,12 @@ Hugging Face dataset id (``org/name[@split]``) where the hub is reachable
   expected return values.
 - ``codecontests``, ``apps``: those datasets with their test groups, limits, call-based
   problems and judging notes kept (:mod:`grpo_code.tasks.contests`).
+- ``livecodebench``, ``taco``, ``primeintellect``, ``deepcoder``: the sets code RL trains
+  on (:mod:`grpo_code.tasks.rl_sets`); ``kodcode``: pytest-style test modules, collected
+  here and run without a runner (:mod:`grpo_code.tasks.kodcode`).
+
+``convert("auto", ...)`` tells the format from the records' fields
+(:func:`~grpo_code.tasks.records.detect_format`).
 
 Records of a clearly different known format are refused with the adapter to use, rather
 than converted with tests missing (HumanEval+ records read as HumanEval lose their plus tests).
@@ -39,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import SuiteError
-from grpo_code.tasks import native_asserts
+from grpo_code.tasks import native_asserts, rl_sets
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
 from grpo_code.tasks.examples import docstring_examples
+from grpo_code.tasks.kodcode import kodcode
 from grpo_code.tasks.helpers import native_helpers, prompt_helpers
 from grpo_code.tasks.records import (
     STDIN_INSTRUCTION,
@@ -51,6 +58,7 @@ from grpo_code.tasks.records import (
     RecordError,
     UnreadableRecordsError,
     convert_each,
+    detect_format,
     first_key,
     io_test,
     read_records,
@@ -323,7 +331,7 @@ def stdio(records: list[Record], source: str = "stdio", float_tol: float | None 
     the test groups, time and memory limits, call-based problems and judging notes."""
 
     def one(r: Record, i: int, where: str) -> Record:
-        wrong_adapter(r, "stdio", where, accepts=("codecontests", "apps"))
+        wrong_adapter(r, "stdio", where, accepts=("codecontests", "apps", "taco"))
         text = _first(r, ("prompt", "question", "description", "problem", "text", "question_content"))
         if not isinstance(text, str):
             raise RecordError(f"{where}: prompt", "problem text missing (looked for prompt, question, description, "
@@ -354,7 +362,7 @@ def call(records: list[Record], source: str = "call", unwrap_outputs: bool = Fal
     """``unwrap_outputs``: expected values are wrapped in one-element lists (TACO/APPS style)."""
 
     def one(r: Record, i: int, where: str) -> Record:
-        wrong_adapter(r, "call", where, accepts=("apps",))
+        wrong_adapter(r, "call", where, accepts=("apps", "taco"))
         io = _maybe_json(r.get("input_output"))
         io = io if isinstance(io, dict) else r
         meta = _maybe_json(r.get("metadata"))
@@ -393,6 +401,11 @@ def call(records: list[Record], source: str = "call", unwrap_outputs: bool = Fal
 
 
 ADAPTERS: dict[str, Callable[..., list[Record]]] = {
+    "livecodebench": rl_sets.livecodebench,
+    "taco": rl_sets.taco,
+    "primeintellect": rl_sets.primeintellect,
+    "deepcoder": rl_sets.deepcoder,
+    "kodcode": kodcode,
     "humaneval": humaneval,
     "mbpp": mbpp,
     "stdio": stdio,
@@ -406,11 +419,13 @@ ADAPTERS: dict[str, Callable[..., list[Record]]] = {
 def convert(fmt: str, src: str, **options: Any) -> list[Record]:
     """Read ``src`` and turn it into task records with the adapter ``fmt``; a record that
     cannot be read is an :class:`UnreadableRecordsError` naming every such record."""
-    if fmt not in ADAPTERS:
-        raise SuiteError(f"unknown format {fmt!r}", "formats: " + ", ".join(ADAPTERS))
+    if fmt not in ADAPTERS and fmt != "auto":
+        raise SuiteError(f"unknown format {fmt!r}", "formats: auto, " + ", ".join(ADAPTERS))
     records = read_records(src)
     if not records:
         raise SuiteError(f"{src} holds no records", "check the input file")
+    if fmt == "auto":
+        fmt = detect_format(records)
     return ADAPTERS[fmt](records, source=Path(src).name, **options)
 
 

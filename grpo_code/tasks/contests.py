@@ -175,7 +175,8 @@ def _group_pairs(r: Record, key: str, where: str) -> list[tuple[str, str]]:
             for j, (a, b) in enumerate(zip(inputs, outputs))]
 
 
-_STDIN_ONLY = "this adapter reads stdin/stdout problems; remove function-call problems from the file"
+_STDIN_ONLY = ("this adapter reads stdin/stdout problems; `grpo-code tasks convert deepcoder` reads the "
+               "function-call ones too")
 
 
 def _rllm_pairs(r: Record, where: str) -> list[tuple[str, str]]:
@@ -183,6 +184,8 @@ def _rllm_pairs(r: Record, where: str) -> list[tuple[str, str]]:
     ``{input, output, type}``, either possibly as JSON text."""
     tests = _json_field(r["tests"], f"{where}: tests")
     if isinstance(tests, dict):
+        if "functional" in tests:
+            raise _bad(f"{where}: tests", "a LeetCode check script (functional), not stdin/stdout", _STDIN_ONLY)
         if tests.get("fn_name"):
             raise _bad(f"{where}: tests", "call-based (fn_name) tests, not stdin/stdout", _STDIN_ONLY)
         inputs = _list(tests.get("inputs"), f"{where}: tests.inputs")
@@ -235,7 +238,7 @@ def codecontests(records: list[Record], source: str = "codecontests",
 
     def one(r: Record, i: int, where: str) -> Record:
         name = ident(r)
-        wrong_adapter(r, "codecontests", where, accepts=("codecontests",))
+        wrong_adapter(r, "codecontests", where, accepts=("codecontests", "deepcoder"))
         if "description" not in r and "problem" in r and "tests" in r:
             text = _statement(r, ("problem",), where)
             if chosen != GROUPS:  # about the option, not this record: stop
@@ -413,7 +416,7 @@ def apps(records: list[Record], source: str = "apps", split: str | None = None,
 
     def one(r: Record, i: int, where: str) -> Record:
         ident = _apps_id(r)
-        wrong_adapter(r, "apps", where, accepts=("apps",))
+        wrong_adapter(r, "apps", where, accepts=("apps", "taco"))
         if "test_list" in r:
             fields, meta = _mapcoder_record(r, where, float_tol)
         else:

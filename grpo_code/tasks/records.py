@@ -181,13 +181,52 @@ def _hub_records(ref: str) -> list[Record]:
     return [dict(r) for r in ds]
 
 
+_TACO_ONLY = ("raw_tags", "skill_types", "Expected Time Complexity", "Expected Auxiliary Space", "picture_num")
+"""Fields TACO has and APPS does not."""
+
+
+def _rllm_tests(tests: Any) -> bool:
+    """rllm's DeepCoder tests the ``codecontests`` adapter does not read (it reads their
+    stdin/stdout ones): a LeetCode ``functional`` script, function-call cases."""
+    if isinstance(tests, str):
+        return any(word in tests for word in ('"functional"', '"function_call"', '"fn_name"'))
+    if isinstance(tests, dict):
+        return "functional" in tests or bool(tests.get("fn_name"))
+    return isinstance(tests, list) and any(isinstance(t, dict) and (
+        t.get("testtype") == "functional" or t.get("type") == "function_call") for t in tests)
+
+
+def detect_format(records: list[Record]) -> str:
+    """The adapter that reads these records, by their fields; a :class:`SuiteError` that
+    lists the fields seen when no known shape fits them all."""
+    shapes = {_known_shape(r) for r in records[:200]}
+    if len(shapes) == 1 and None not in shapes:
+        return shapes.pop()
+    fields = sorted({k for r in records[:200] for k in r})
+    if len(shapes - {None}) > 1:
+        raise SuiteError("the records are of several formats: " + ", ".join(sorted(s for s in shapes if s)),
+                         "convert each format's records on their own")
+    raise SuiteError(f"cannot tell the format of these records (fields: {', '.join(fields[:30])})",
+                     "name it: grpo-code tasks convert FORMAT ... (docs/tasks.md, Converting public benchmarks)")
+
+
 def _known_shape(record: Record) -> str | None:
     """The adapter whose format ``record`` clearly has, by its fields (None: not sure)."""
     if "plus_input" in record or "base_input" in record:
         return "evalplus"
+    if "question_content" in record and ("public_test_cases" in record or "private_test_cases" in record):
+        return "livecodebench"
+    if "verification_info" in record:
+        return "primeintellect"
+    if "question" in record and "test" in record and ("test_info" in record or "gpt_difficulty" in record):
+        return "kodcode"
+    if "problem" in record and "tests" in record and _rllm_tests(record["tests"]):
+        return "deepcoder"
     if any(k in record for k in ("public_tests", "private_tests", "generated_tests")) or (
             "problem" in record and "tests" in record):
         return "codecontests"
+    if "question" in record and "input_output" in record and any(k in record for k in _TACO_ONLY):
+        return "taco"
     if ("question" in record and "input_output" in record) or ("test_list" in record and "sample_io" in record):
         return "apps"
     if "test_list" in record and ("code" in record or "text" in record):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -29,7 +30,7 @@ from grpo_code.sandbox.types import (
 
 MODES = ("complete", "instruct")
 FIELDS = ("id", "prompt", "language", "tests", "public_tests", "mode", "entry_point", "reference", "checkers", "limits",
-          "metadata", "helpers", "isolation")
+          "metadata", "helpers", "isolation", "prelude")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ class Task:
     isolation: str = "job"
     """Python ``call`` tests: ``job`` runs them in one program process, one after another;
     ``test`` gives each its own (docs/sandbox.md, Isolation)."""
+    prelude: str | None = None
+    """Python source run before every program of the task, in its namespace: the imports a
+    judge provides without the program writing them (LeetCode's ``List``, ``Optional``,
+    ``collections``; LiveCodeBench's list). Kept on one line, so the program's line numbers in
+    a traceback are off by one at most (docs/tasks.md, Preludes)."""
 
     @property
     def hidden_tests(self) -> tuple[TestCase, ...]:
@@ -86,6 +92,8 @@ class Task:
         tests = self.public_tests if public else self.tests
         # The reference's time is applied by the oracle (Limits.from_reference): a job's limits never carry it.
         limits = replace(self.limits, reference_factor=None)
+        if self.prelude:
+            program = with_prelude(self.prelude, program)
         job = Job(program=program, tests=tests, language=self.language, limits=limits,
                    entry_point=self.entry_point if self.language == "python" else None,
                    checkers=self.checkers, record=record,
@@ -122,6 +130,8 @@ class Task:
             out["helpers"] = self.helpers
         if self.isolation != "job":
             out["isolation"] = self.isolation
+        if self.prelude:
+            out["prelude"] = self.prelude
         if self.metadata:
             out["metadata"] = self.metadata
         return out
@@ -132,6 +142,20 @@ class Task:
     @cached_property
     def _content_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+_FUTURE = re.compile(r"^from\s+__future__\s+import\b.*$", re.M)
+
+
+def with_prelude(prelude: str, program: str) -> str:
+    """``program`` with ``prelude`` as its first line, or right after its ``from __future__``
+    imports (which must come first)."""
+    last = None
+    for last in _FUTURE.finditer(program):
+        pass
+    if last is None:
+        return f"{prelude}\n{program}"
+    return f"{program[:last.end()]}\n{prelude}{program[last.end():]}"
 
 
 def task_from_dict(
@@ -162,9 +186,11 @@ def task_from_dict(
     mode = data.get("mode", default_mode)
     if mode not in MODES:
         raise bad("mode", f"{mode!r} is invalid (expected complete or instruct)")
-    for key in ("entry_point", "reference", "helpers"):
+    for key in ("entry_point", "reference", "helpers", "prelude"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise bad(key, "must be a string")
+    if data.get("prelude") and (language != "python" or "\n" in data["prelude"].strip()):
+        raise bad("prelude", "is one line of Python run before the program (a Python task's imports)")
     isolation = data.get("isolation", "job")
     if isolation not in ISOLATION:
         raise bad("isolation", f"{isolation!r} is not one of {', '.join(ISOLATION)}")
@@ -213,6 +239,7 @@ def task_from_dict(
         public_tests=public,
         helpers=data.get("helpers") or None,
         isolation=isolation,
+        prelude=(data.get("prelude") or "").strip() or None,
     )
     if limits.reference_factor is None or task.needs_oracle:
         return task

@@ -220,11 +220,15 @@ def _call(namespace: dict, request: dict) -> tuple[dict, int]:
     so a call that mutates them changes nothing the next call sees); the report and the
     exit status a process that ends here would have."""
     try:
-        fn = namespace.get(request["fn"])
+        owner, _, method = request["fn"].partition(".")
+        fn = namespace.get(owner)
         if fn is None:
-            return {"event": "runtime_error", "message": f"function {request['fn']!r} is not defined"}, 0
+            return {"event": "runtime_error", "message": f"{'class' if method else 'function'} {owner!r} is not "
+                                                         "defined"}, 0
         args = codec.from_tree(request["args"], plain_objects=True)
         kwargs = codec.from_tree(request.get("kwargs", {}), plain_objects=True)
+        if method:  # Class.method: a new instance for each call, as LeetCode's judge makes one per test
+            fn = getattr(fn(), method)
         value = fn(*args, **kwargs)
         try:
             tree = codec.to_tree(value)
