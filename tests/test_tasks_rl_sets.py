@@ -329,3 +329,19 @@ def test_kodcode_collects_each_test_function_and_runs_it_without_pytest(tmp_path
 def test_kodcode_records_it_cannot_run_are_unreadable(test: str, reason: str) -> None:
     with pytest.raises(UnreadableRecordsError, match=re.escape(reason)):
         adapters.ADAPTERS["kodcode"]([dict(KODCODE, test=test)])
+
+
+def test_the_prelude_goes_first_or_after_the_future_imports() -> None:
+    from grpo_code.tasks.schema import task_from_dict, with_prelude
+
+    assert with_prelude("from typing import *", "x = 1\n") == "from typing import *\nx = 1\n"
+    program = '"""Doc."""\nfrom __future__ import annotations\nfrom __future__ import division\nx: List[int] = []\n'
+    assert with_prelude("P", program).splitlines()[3] == "P"
+    record = {"id": "t", "prompt": "p", "tests": [{"kind": "call", "fn": "f", "args": [], "expected": 1}],
+              "prelude": "from typing import *"}
+    task = task_from_dict(record, "t")
+    assert task.job("def f() -> List[int]:\n    return 1\n").program.startswith("from typing import *\ndef f()")
+    assert task_from_dict(task.to_dict(), "t") == task
+    for bad in ({"prelude": "import a\nimport b"}, {"prelude": "x", "language": "javascript"}):
+        with pytest.raises(SuiteError, match="prelude"):
+            task_from_dict({**record, **bad}, "t")

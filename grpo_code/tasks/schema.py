@@ -150,12 +150,11 @@ _FUTURE = re.compile(r"^from\s+__future__\s+import\b.*$", re.M)
 def with_prelude(prelude: str, program: str) -> str:
     """``program`` with ``prelude`` as its first line, or right after its ``from __future__``
     imports (which must come first)."""
-    last = None
-    for last in _FUTURE.finditer(program):
-        pass
-    if last is None:
+    futures = list(_FUTURE.finditer(program))
+    if not futures:
         return f"{prelude}\n{program}"
-    return f"{program[:last.end()]}\n{prelude}{program[last.end():]}"
+    end = futures[-1].end()
+    return f"{program[:end]}\n{prelude}{program[end:]}"
 
 
 def task_from_dict(
