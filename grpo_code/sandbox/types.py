@@ -155,11 +155,15 @@ class IoTest(Checking):
     stdout: str | None = ""
     compare: str = "lines"
     ignore_case: bool = False
+    interactor: str | None = None
+    """The name of an interactor of the job (``Job.interactors``): the program talks with it
+    over its stdin and stdout, and its exit code decides (docs/sandbox.md, Interactive tests);
+    ``stdin`` is then the test's input the interactor reads, ``stdout`` its answer (or None)."""
     kind: str = field(default="io", init=False)
 
     @property
     def has_expected(self) -> bool:
-        return self.stdout is not None
+        return self.stdout is not None or self.interactor is not None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "io", "stdin": self.stdin}
@@ -169,6 +173,8 @@ class IoTest(Checking):
             out["compare"] = self.compare
         if self.ignore_case:
             out["ignore_case"] = True
+        if self.interactor is not None:
+            out["interactor"] = self.interactor
         return self._checking(out)
 
 
@@ -245,7 +251,7 @@ def _checking(data: dict, where: str) -> dict[str, Any]:
 
 _ALLOWED = {
     "script": frozenset({"kind", "code"}),
-    "io": frozenset({"kind", "stdin", "stdout", "compare", "ignore_case"} | _CHECKING),
+    "io": frozenset({"kind", "stdin", "stdout", "compare", "ignore_case", "interactor"} | _CHECKING),
     "call": frozenset({"kind", "fn", "args", "expected", "compare"} | _CHECKING),
 }
 """The keys a test of each kind may have."""
@@ -269,8 +275,13 @@ def testcase_from_dict(data: Any, where: str = "tests[0]") -> TestCase:
         compare = data.get("compare", "lines")
         _want(isinstance(compare, str) and compare in COMPARE_MODES, f"{where}.compare",
               f"is {compare!r} (expected exact, lines or tokens)")
+        interactor = data.get("interactor")
+        _want(interactor is None or (isinstance(interactor, str) and interactor), f"{where}.interactor",
+              "must be an interactor's name")
+        _want(interactor is None or checking["checker"] is None, f"{where}.interactor",
+              "decides the test: a checker cannot as well")
         return IoTest(stdin=data.get("stdin", ""), stdout=data.get("stdout"), compare=compare,
-                      ignore_case=data.get("ignore_case", False), **checking)
+                      ignore_case=data.get("ignore_case", False), interactor=interactor, **checking)
     fn = data.get("fn")
     _want(isinstance(fn, str) and all(part.isidentifier() for part in fn.split(".", 1)), f"{where}.fn",
           "must be a function name, or Class.method (Python: a new Class() per call, LeetCode's Solution)")
@@ -304,6 +315,11 @@ class Job:
     checkers: dict[str, str] = field(default_factory=dict)
     """Checkers by name: Python source defining ``check(input, expected, output)``, trusted
     suite code that the judge runs once the program is done (docs/sandbox.md, Checkers)."""
+    interactors: dict[str, str] = field(default_factory=dict)
+    """Interactors by name: Python source, trusted suite code that talks with the program of
+    an interactive io test over its stdin and stdout and decides by its exit code, testlib's
+    (0 accepted, 1 wrong answer, 2 presentation error, 3 a failure of the interactor itself;
+    docs/sandbox.md, Interactive tests)."""
     record: bool = False
     """Run the program as a reference: tests need no expected values, and each passing
     test's result carries the answer (``value`` or ``stdout``). How oracles are computed."""
@@ -328,9 +344,17 @@ class Job:
         _want(isinstance(self.checkers, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                        for k, v in self.checkers.items()),
               "checkers", "must map names to Python source")
+        _want(isinstance(self.interactors, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                          for k, v in self.interactors.items()),
+              "interactors", "must map names to Python source")
         for i, test in enumerate(self.tests):
             _want(self.language == "python" or "." not in getattr(test, "fn", ""), f"tests[{i}].fn",
                   "names a method (Class.method), which only Python call tests take")
+            interactor = getattr(test, "interactor", None)
+            _want(interactor is None or interactor in self.interactors, f"tests[{i}].interactor",
+                  f"names {interactor!r}, which the job's interactors do not define")
+            _want(interactor is None or self.language == "python", f"tests[{i}].interactor",
+                  f"is for Python programs (an interactive test of a {self.language} program is not supported yet)")
             checker = getattr(test, "checker", None)
             _want(checker is None or checker in self.checkers, f"tests[{i}].checker",
                   f"names {checker!r}, which the job's checkers do not define")
@@ -380,6 +404,8 @@ class Job:
             out["entry_point"] = self.entry_point
         if self.checkers:
             out["checkers"] = dict(self.checkers)
+        if self.interactors:
+            out["interactors"] = dict(self.interactors)
         if self.record:
             out["record"] = True
         if self.helpers:
@@ -397,7 +423,7 @@ class Job:
     def from_dict(cls, data: Any) -> Job:
         _want(isinstance(data, dict), "job", "must be a JSON object")
         extra = sorted(set(data) - {"language", "program", "tests", "limits", "entry_point", "checkers", "record",
-                                    "helpers", "isolation", "stop_on_failure"})
+                                    "helpers", "isolation", "stop_on_failure", "interactors"})
         _want(not extra, "job", f"has unknown keys {extra}")
         _want(isinstance(data.get("program"), str), "program", "must be a string")
         tests = data.get("tests")
@@ -415,6 +441,7 @@ class Job:
             limits=limits,
             entry_point=data.get("entry_point"),
             checkers=data.get("checkers") or {},
+            interactors=data.get("interactors") or {},
             record=data.get("record", False) is True,
             helpers=data.get("helpers") or None,
             isolation=data.get("isolation", "job"),

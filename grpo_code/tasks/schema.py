@@ -30,7 +30,7 @@ from grpo_code.sandbox.types import (
 
 MODES = ("complete", "instruct")
 FIELDS = ("id", "prompt", "language", "tests", "public_tests", "mode", "entry_point", "reference", "checkers", "limits",
-          "metadata", "helpers", "isolation", "prelude")
+          "metadata", "helpers", "isolation", "prelude", "interactors")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,9 @@ class Task:
     isolation: str = "job"
     """Python ``call`` tests: ``job`` runs them in one program process, one after another;
     ``test`` gives each its own (docs/sandbox.md, Isolation)."""
+    interactors: dict[str, str] = field(default_factory=dict)
+    """Interactors the interactive io tests name (docs/sandbox.md, Interactive tests): Python
+    source that talks with the program and exits 0 to accept it."""
     prelude: str | None = None
     """Python source run before every program of the task, in its namespace: the imports a
     judge provides without the program writing them (LeetCode's ``List``, ``Optional``,
@@ -96,7 +99,7 @@ class Task:
             program = with_prelude(self.prelude, program)
         job = Job(program=program, tests=tests, language=self.language, limits=limits,
                    entry_point=self.entry_point if self.language == "python" else None,
-                   checkers=self.checkers, record=record,
+                   checkers=self.checkers, interactors=self.interactors, record=record,
                    helpers=self.helpers,
                    isolation=self.isolation, stop_on_failure=stop_on_failure and not record)
         return job if public else job.sharing(self.encoded_tests)
@@ -126,6 +129,8 @@ class Task:
             out["limits"] = limits
         if self.checkers:
             out["checkers"] = self.checkers
+        if self.interactors:
+            out["interactors"] = self.interactors
         if self.helpers:
             out["helpers"] = self.helpers
         if self.isolation != "job":
@@ -217,7 +222,14 @@ def task_from_dict(
     checkers = data.get("checkers") or {}
     if not isinstance(checkers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in checkers.items()):
         raise bad("checkers", "must map names to Python source defining check(input, expected, output)")
+    interactors = data.get("interactors") or {}
+    if not isinstance(interactors, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in interactors.items()):
+        raise bad("interactors", "must map names to Python source (docs/sandbox.md, Interactive tests)")
     for i, test in enumerate(tests):
+        if getattr(test, "interactor", None) is not None and test.interactor not in interactors:
+            raise bad(f"tests[{i}].interactor", f"{test.interactor!r} is not in the task's interactors "
+                                                f"({', '.join(interactors) or 'none'})")
         name = getattr(test, "checker", None)
         if name is not None and name not in checkers:
             raise bad(f"tests[{i}].checker", f"{name!r} is not in the task's checkers ({', '.join(checkers) or 'none'})")
@@ -235,6 +247,7 @@ def task_from_dict(
         limits=limits,
         metadata=metadata,
         checkers=checkers,
+        interactors=interactors,
         public_tests=public,
         helpers=data.get("helpers") or None,
         isolation=isolation,

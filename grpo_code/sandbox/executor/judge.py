@@ -382,6 +382,10 @@ def _serve_one(request: dict, fds: list[int], compiled: dict) -> dict:
     """One test: stdout/stderr to the test's pipes, the address-space limit, the verdict."""
     if request.get("kind") == "checker":
         return _check_one(request, fds, compiled)
+    if request.get("kind") == "interact":
+        from .interact import interact_one  # here: the judge's loop imports it on the first interactive test
+
+        return interact_one(request, fds, compiled)
     chan, out_w, err_w = fds
     code = _compiled(request["code"], compiled, TEST_NAME)
     before = resource.getrusage(resource.RUSAGE_SELF)

@@ -209,7 +209,11 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     out_limit = int(limits.get("max_output_bytes", 65536))
     kind = test["kind"]
     keep = output_cap(test, out_limit)
-    if kind == "io" and test.get("stdin"):
+    interactor = test.get("interactor") if kind == "io" else None
+    if interactor is not None:  # the program's stdin and stdout are the interactor's pipes
+        stdin_fd, to_program = os.pipe()
+        from_program, prog_out = os.pipe()
+    elif kind == "io" and test.get("stdin"):
         stdin_fd = spawn.memfd("stdin", test["stdin"].encode())
     else:
         stdin_fd = os.open(os.devnull, os.O_RDONLY)
@@ -217,10 +221,33 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
-    child_fds = [req_fd, stdin_fd, out_w, err_w, rep_w]
+    child_fds = [req_fd, stdin_fd, prog_out if interactor is not None else out_w, err_w, rep_w]
+    if interactor is not None:
+        os.close(out_w)  # nothing writes the test's stdout: the program's goes to the interactor
     pipes = {out_r: keep, err_r: out_limit, rep_r: REPORT_LIMIT}
     judged = None
-    if kind == "script":
+    if interactor is not None:
+        judged = JUDGE.get()
+        JUDGE.resume()
+        source = (job.get("interactors") or {}).get(interactor)
+        if source is None:
+            raise verdict.HarnessFailure(f"the job has no interactor named {interactor!r}")
+        request = {"kind": "interact", "code": source, "input": test.get("stdin", ""), "answer": test.get("stdout"),
+                   "memory_mb": limits["memory_mb"]}
+        try:
+            protocol.send_fds(JUDGE.ctrl, request, [from_program, to_program])
+        except OSError:
+            JUDGE.close()
+            for fd in [*child_fds, *pipes, from_program, to_program]:
+                os.close(fd)
+            raise verdict.HarnessFailure("the judge is gone") from None
+        finally:
+            for fd in (from_program, to_program):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+    elif kind == "script":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judged = JUDGE.get()
         request = {"code": test["code"], "memory_mb": limits["memory_mb"], "entry_point": job.get("entry_point"),
@@ -264,7 +291,8 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     if judged is not None:
         if seen["report"].endswith(b"\n"):
             judge_report = json.loads(seen["report"])
-            if not seen["timed_out"]:  # else the watcher's count already has the judge's share
+            # The interactor's time is not the program's; a script test's judge works for it.
+            if not seen["timed_out"] and interactor is None:  # else the watcher's count has the judge's share
                 cpu_s += float(judge_report.pop("cpu_s", 0.0))
         else:
             JUDGE.close()  # killed at the deadline, or died: a new one for the next test
@@ -274,6 +302,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
         judge_status=judged.status if judged is not None else None,
         judge_killed=bool(seen["timed_out"]), stdout=bufs[out_r], stderr=bufs[err_r],
         truncated=seen["overflow"][out_r], check=checker_for(job, timeout), report_overflow=seen["overflow"][rep_r],
+        main_ended=seen["main_ended"],
     )
     name, message = budget.decide(outcome, limits)
     return test_result(outcome, name, message, seen, cpu_s, bufs[out_r], bufs[err_r], out_limit)

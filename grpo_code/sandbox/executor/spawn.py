@@ -274,6 +274,7 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
     # in a container the cgroup also counts children that ran beside them unreaped.
     cpu_before_kill = deadline.cpu.used(pids) if timed_out else deadline.cpu.container()
     judge_done = judge is not None and b"\n" in report and not timed_out
+    main_ended = main.exited  # before the kill below: it ended by itself (an interactive test asks)
     ended = [main] if judge_done else [p for p in (judge, main) if p is not None]
     for proc in ended:
         kill_group(proc.pid)
@@ -302,6 +303,7 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
         "cpu_s": max(cpu, cpu_before_kill),
         "bufs": {fd: bytes(b) for fd, b in bufs.items()},
         "overflow": {fd: seen[fd] > len(bufs[fd]) for fd in pipes},
+        "main_ended": main_ended,
     }
 
 

@@ -38,13 +38,16 @@ class Outcome:
 
     __slots__ = ("test", "status", "timed_out", "cpu_s", "limit_s", "report", "nonce", "started_marker",
                  "judge", "judge_status", "judge_killed", "stdout", "stderr", "truncated", "classify", "check",
-                 "report_overflow", "expected_value")
+                 "report_overflow", "expected_value", "main_ended")
 
     def __init__(self, test: dict, status=None, timed_out=None, cpu_s=0.0, limit_s=1.0, report=b"",
                  nonce=None, started_marker=False, judge=None, judge_status=None, judge_killed=False,
                  stdout=b"", stderr=b"", truncated=False, classify=None, check=None,
-                 report_overflow=False):
+                 report_overflow=False, main_ended=True):
         self.test = test
+        self.main_ended = main_ended
+        """the program's process ended by itself (not killed by the executor after the judge
+        was done: an interactive test's program may still be reading when its interactor ends)"""
         self.status = status
         """wait status of the test's process (None: unknown)"""
         self.timed_out = timed_out
@@ -154,6 +157,8 @@ def _decide(o: Outcome) -> tuple[str, str]:
         return "timeout", _timeout_text(o)
     if o.judge is not None and o.test["kind"] == "script":
         return _judged(o, report, problem)
+    if o.test.get("interactor") is not None:
+        return _interacted(o, report, problem)
     if o.report_overflow and _ended(o, None) is None:
         return "output_limit", "the returned value is over the sandbox's size limit (docs/sandbox.md, Values)"
     return _reported(o, report, problem)
@@ -257,6 +262,46 @@ def _judged(o: Outcome, report, problem) -> tuple[str, str]:
             return "fail", "the process exited with status 0 before the test completed"
         return "runtime_error", f"exited with status {code} before the test completed"
     return "fail", f"unexpected judge report {event!r}"
+
+
+INTERACTOR_CODES = {1: "wrong answer", 2: "presentation error"}
+
+
+def _interacted(o: Outcome, report, problem) -> tuple[str, str]:
+    """An interactive io test: the interactor's exit code decides (testlib's: 0 accepted, 1
+    wrong answer, 2 presentation error, 3 the interactor failed), once the program's own run
+    was sound. Whatever ends the interactor but its own exit (the program killed it) is the
+    program's ``fail``: the interactor decides nothing it did not say."""
+    if problem:
+        return "fail", problem
+    if o.judge is None:
+        return "fail", "the interactor gave no verdict (it was killed or stopped while the program ran)"
+    said = str(o.judge.get("message") or "").strip()
+    code, signum = o.judge.get("code"), o.judge.get("signal")
+    if signum is not None:
+        return "fail", f"the interactor was killed by {_signal_name(signum)} (by the program?)"
+    if code in INTERACTOR_CODES:
+        return "fail", f"{INTERACTOR_CODES[code]} (the interactor's verdict)" + (f": {said}" if said else "")
+    if code != 0:
+        return "fail", (f"the interactor failed (exit code {code}: on output it could not read, or an error of "
+                        "its own, which `grpo-code tasks check` shows on the reference)" + (f": {said}" if said else ""))
+    if o.main_ended:  # the program ended before the interactor: its own exit must be clean
+        if report is not None:
+            known = _program_event(report)
+            if known is not None:
+                return known
+        ended = _ended(o, report)
+        if ended is not None:
+            return ended
+        code = os.WEXITSTATUS(o.status) if o.status is not None and os.WIFEXITED(o.status) else None
+        if code not in (0, None):
+            return "runtime_error", f"exited with status {code}" + _stderr_tail(o)
+    return "pass", ""
+
+
+def _stderr_tail(o: Outcome) -> str:
+    text = o.stderr.decode("utf-8", "replace").strip()[-1500:] if o.stderr else ""
+    return f":\n{text}" if text else ""
 
 
 def _reported(o: Outcome, report, problem) -> tuple[str, str]:

@@ -1,0 +1,113 @@
+"""Interactive io tests: the program talks with the task's interactor, whose exit code
+decides (docs/sandbox.md, Interactive tests). A guessing game, a right program, wrong ones,
+and programs that attack the interactor, on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import BACKENDS, backend_sandbox
+from grpo_code.errors import SandboxError
+from grpo_code.sandbox import IoTest, Job, Limits
+
+GUESS = '''
+import sys
+n = int(test_input)
+for _ in range(12):
+    words = input().split()
+    if words[:1] == ["?"]:
+        g = int(words[1])
+        print("<" if n < g else ">" if n > g else "=")
+    elif words[:1] == ["!"]:
+        sys.exit(0 if int(words[1]) == n else 1)
+    else:
+        print("bad query", file=sys.stderr)
+        sys.exit(2)
+print("more than 12 queries", file=sys.stderr)
+sys.exit(1)
+'''
+"""Guess n in 1..1000 with at most 12 queries ``? g`` (the answer: <, > or =), then ``! n``."""
+
+RIGHT = '''
+lo, hi = 1, 1000
+while True:
+    mid = (lo + hi) // 2
+    print("?", mid, flush=True)
+    r = input()
+    if r == "=":
+        print("!", mid, flush=True)
+        break
+    if r == "<":
+        hi = mid - 1
+    else:
+        lo = mid + 1
+'''
+LIMITS = Limits(timeout_s=2, memory_mb=256)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def sandbox(request):
+    yield from backend_sandbox(request)
+
+
+def run(sandbox, program: str, inputs=("1", "500", "1000", "777"), interactor: str = GUESS):
+    tests = tuple(IoTest(stdin=i, stdout=None, interactor="guess") for i in inputs)
+    [result] = sandbox.run([Job(program, tests, limits=LIMITS, interactors={"guess": interactor})])
+    return result
+
+
+def test_a_right_program_passes_and_wrong_ones_fail(sandbox):
+    result = run(sandbox, RIGHT)
+    assert [t.verdict.value for t in result.tests] == ["pass"] * 4, result
+    result = run(sandbox, 'print("! 500", flush=True)\n')
+    assert [t.verdict.value for t in result.tests] == ["fail", "pass", "fail", "fail"], result
+    assert "wrong answer (the interactor's verdict)" in result.tests[0].message
+    linear = 'for g in range(1, 1001):\n    print("?", g, flush=True)\n    if input() == "=":\n' \
+             '        print("!", g, flush=True)\n        break\n'
+    result = run(sandbox, linear)
+    assert [t.verdict.value for t in result.tests] == ["pass", "fail", "fail", "fail"], result
+    assert "more than 12 queries" in result.tests[1].message
+
+
+def test_stalling_flooding_and_leaving_early_are_the_programs_verdicts(sandbox):
+    assert {t.verdict.value for t in run(sandbox, "import time\ntime.sleep(30)\n").tests} == {"timeout"}
+    assert {t.verdict.value for t in run(sandbox, "while True:\n    print('? 1' * 1000)\n").tests} <= {"fail",
+                                                                                                        "timeout"}
+    left = run(sandbox, "pass\n")
+    assert {t.verdict.value for t in left.tests} == {"fail"}
+    assert "the program's output ended" in left.tests[0].message
+    crashed = run(sandbox, RIGHT + "raise ValueError('after the answer')\n")
+    assert {t.verdict.value for t in crashed.tests} <= {"pass", "runtime_error"}  # after its answer: racing the end
+
+
+def test_attacks_on_the_interactor_fail(sandbox):
+    if sandbox.config.backend != "docker":
+        pytest.skip("signals every process: docker backend only")
+    kill_all = ("import os, signal\nfor p in os.listdir('/proc'):\n    if p.isdigit() and int(p) not in "
+                "(os.getpid(), 1):\n        try:\n            os.kill(int(p), signal.SIGKILL)\n"
+                "        except OSError:\n            pass\nprint('! 1', flush=True)\n")
+    stop_all = kill_all.replace("SIGKILL", "SIGSTOP")
+    peek = ("import os\nfound = ''\nfor p in os.listdir('/proc'):\n    for f in ('environ', 'cmdline', 'mem'):\n"
+            "        try:\n            found += open(f'/proc/{p}/{f}', 'rb').read(4096).decode('latin-1')\n"
+            "        except OSError:\n            pass\nprint('!', ''.join(c for c in found if c.isdigit())[:4] or 1,"
+            " flush=True)\n")
+    # The report channel is the program's own: a 'passed' line there decides nothing.
+    forge = "import os\nos.write(3, b'{\"event\": \"completed\"}\\n')\nprint('! 1', flush=True)\n"
+    for name, program in (("kill", kill_all), ("stop", stop_all), ("peek", peek), ("forge", forge)):
+        result = run(sandbox, program, inputs=("777",))
+        assert result.tests[0].verdict.value in ("fail", "timeout", "runtime_error"), (name, result)
+        assert result.status.value != "infra_error", (name, result)
+
+
+def test_a_broken_interactor_is_a_fail_that_names_it(sandbox):
+    result = run(sandbox, RIGHT, inputs=("5",), interactor="raise KeyError('oops')\n")
+    assert result.tests[0].verdict.value == "fail"
+    assert "the interactor failed (exit code 3" in result.tests[0].message and "KeyError" in result.tests[0].message
+
+
+def test_interactors_are_named_and_python_only():
+    with pytest.raises(SandboxError, match="interactors do not define"):
+        Job("pass", (IoTest(stdin="1", stdout=None, interactor="x"),))
+    with pytest.raises(SandboxError, match="for Python programs"):
+        Job("int main(){}", (IoTest(stdin="1", stdout=None, interactor="x"),), language="cpp",
+            interactors={"x": "pass"})
