@@ -345,3 +345,65 @@ def test_the_prelude_goes_first_or_after_the_future_imports() -> None:
     for bad in ({"prelude": "import a\nimport b"}, {"prelude": "x", "language": "javascript"}):
         with pytest.raises(SuiteError, match="prelude"):
             task_from_dict({**record, **bad}, "t")
+
+
+# --------------------------------------------------------------------------- codeforces
+
+
+def cf_record(**change) -> dict:
+    record = {"id": "1999/A", "contest_id": "1999", "index": "A", "title": "A. Double",
+              "description": "Given n, print 2n.", "input_format": "One integer n (1 <= n <= 100).",
+              "output_format": "Print 2n.", "interaction_format": None, "note": None,
+              "examples": [{"input": "3\n", "output": "6\n"}],
+              "official_tests": [{"input": "3\n", "output": "6\n"}, {"input": "100\n", "output": "200\n"}],
+              "official_tests_complete": True, "time_limit": 1.0, "memory_limit": 256.0, "input_mode": "stdio",
+              "generated_checker": None, "executable": True, "rating": 800, "tags": ["math"]}
+    return {**record, **change}
+
+
+GUESS_INTERACTOR = '''import sys
+n = int(test_input)
+for _ in range(12):
+    words = input().split()
+    if words[0] == "!":
+        sys.exit(0 if int(words[1]) == n else 1)
+    g = int(words[1])
+    print("<" if n < g else ">" if n > g else "=")
+sys.exit(1)
+'''
+
+
+def test_codeforces_problems_interactive_ones_included(tmp_path: Path) -> None:
+    plain, checked, interactive = adapters.ADAPTERS["codeforces"]([
+        cf_record(),
+        cf_record(id="1999/B", generated_checker="#include \"testlib.h\"\nint main() {}"),
+        cf_record(id="1999/C", interaction_format="Guess n with at most 12 queries.", interactor=GUESS_INTERACTOR,
+                  official_tests=[{"input": "777", "output": ""}, {"input": "1", "output": ""}]),
+    ])
+    assert plain["limits"] == {"timeout_s": 1.0, "memory_mb": 256} and len(plain["tests"]) == 2
+    assert "Example 1\nInput:\n3\nOutput:\n6" in plain["prompt"] and plain["public_tests"][0]["stdout"] == "6\n"
+    assert checked["metadata"]["needs_checker"] is True
+    assert interactive["tests"][0] == {"kind": "io", "stdin": "777", "interactor": "interactor"}
+    assert detect_format([cf_record()]) == "codeforces"
+    suite = write_suite(tmp_path, [plain, interactive], "cf")
+    programs = {"cf/1999/A": "print(2 * int(input()))\n",
+                "cf/1999/C": "lo, hi = 1, 1000\nwhile True:\n    m = (lo + hi) // 2\n    print('?', m, flush=True)\n"
+                             "    r = input()\n    if r == '=':\n        print('!', m, flush=True)\n        break\n"
+                             "    lo, hi = (lo, m - 1) if r == '<' else (m + 1, hi)\n"}
+    path = tmp_path / "solutions.jsonl"
+    path.write_text("".join(json.dumps({"task_id": k, "solution": v}) + "\n" for k, v in programs.items()))
+    assert check(suite, "--solutions", str(path))["file"]["passed"] == 2
+    path.write_text(json.dumps({"task_id": "cf/1999/C", "solution": "print('! 500', flush=True)\n"}) + "\n")
+    assert check(suite, "--solutions", str(path))["file"]["passed"] == 0
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"executable": False}, "could not run"),
+    ({"input_mode": "file"}, "reads files"),
+    ({"interaction_format": "Ask.", "interactor": "#include \"testlib.h\"\nint main() {}"}, "C++ (testlib) interactor"),
+    ({"interaction_format": "Ask."}, "without its interactor"),
+    ({"official_tests": [], "examples": []}, "no tests"),
+])
+def test_codeforces_problems_it_cannot_run_are_unreadable(change: dict, reason: str) -> None:
+    with pytest.raises(UnreadableRecordsError, match=re.escape(reason)):
+        adapters.ADAPTERS["codeforces"]([cf_record(**change)])

@@ -102,7 +102,7 @@ def show(
 def convert(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=(
         "humaneval, mbpp, stdio, call, codecontests, apps, evalplus, livecodebench, taco, primeintellect, "
-        "deepcoder, kodcode, or auto (told from the records' fields)."))],
+        "deepcoder, kodcode, codeforces, or auto (told from the records' fields)."))],
     src: Annotated[str, typer.Argument(help="Input: .jsonl, .jsonl.gz, .json, .parquet or a hub dataset id.")],
     dst: Annotated[Path, typer.Argument(help="Suite directory to write (suite.yaml + tasks.jsonl).")],
     language: Annotated[str, typer.Option(help="Language of a HumanEval-style file.")] = "python",
@@ -114,7 +114,8 @@ def convert(
         help="codecontests: test groups to keep, comma-separated (default public,private,generated); "
              "evalplus: base, plus or all (default).")] = None,
     split: Annotated[str | None, typer.Option(
-        help="codecontests, apps: metadata.split of every task (apps default: test).")] = None,
+        help="codecontests, apps, taco, codeforces: metadata.split of every task (apps default: test; taco, "
+             "codeforces: train).")] = None,
     since: Annotated[str | None, typer.Option(
         help="livecodebench: keep contests from this day (YYYY-MM-DD, included).")] = None,
     until: Annotated[str | None, typer.Option(
@@ -154,10 +155,10 @@ def convert(
         options["unwrap_outputs"] = unwrap_outputs
     if fmt in ("codecontests", "apps"):
         options.update({k: v for k, v in (("float_tol", float_tol), ("split", split)) if v is not None})
-    elif fmt == "taco" and split is not None:
+    elif fmt in ("taco", "codeforces") and split is not None:
         options["split"] = split
     elif split is not None:
-        raise SuiteError(f"--split does not apply to {fmt}", "it sets the split of codecontests, apps and taco tasks")
+        raise SuiteError(f"--split does not apply to {fmt}", "it sets the split of codecontests, apps, taco and codeforces tasks")
     if tests is not None:
         if fmt not in ("codecontests", "evalplus"):
             raise SuiteError(f"--tests does not apply to {fmt}",

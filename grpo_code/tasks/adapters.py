@@ -20,7 +20,8 @@ Hugging Face dataset id (``org/name[@split]``) where the hub is reachable
   problems and judging notes kept (:mod:`grpo_code.tasks.contests`).
 - ``livecodebench``, ``taco``, ``primeintellect``, ``deepcoder``: the sets code RL trains
   on (:mod:`grpo_code.tasks.rl_sets`); ``kodcode``: pytest-style test modules, collected
-  here and run without a runner (:mod:`grpo_code.tasks.kodcode`).
+  here and run without a runner (:mod:`grpo_code.tasks.kodcode`); ``codeforces``: open-r1's
+  Codeforces problems, interactive ones included (:mod:`grpo_code.tasks.codeforces`).
 
 ``convert("auto", ...)`` tells the format from the records' fields
 (:func:`~grpo_code.tasks.records.detect_format`).
@@ -46,6 +47,7 @@ from typing import Any
 
 from grpo_code.errors import SuiteError
 from grpo_code.tasks import native_asserts, rl_sets
+from grpo_code.tasks.codeforces import codeforces
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
 from grpo_code.tasks.examples import docstring_examples
@@ -406,6 +408,7 @@ ADAPTERS: dict[str, Callable[..., list[Record]]] = {
     "primeintellect": rl_sets.primeintellect,
     "deepcoder": rl_sets.deepcoder,
     "kodcode": kodcode,
+    "codeforces": codeforces,
     "humaneval": humaneval,
     "mbpp": mbpp,
     "stdio": stdio,

@@ -220,6 +220,8 @@ def _known_shape(record: Record) -> str | None:
         return "primeintellect"
     if "question" in record and "test" in record and ("test_info" in record or "gpt_difficulty" in record):
         return "kodcode"
+    if "official_tests" in record or ("interaction_format" in record and "input_format" in record):
+        return "codeforces"
     if "problem" in record and "tests" in record and _rllm_tests(record["tests"]):
         return "deepcoder"
     if any(k in record for k in ("public_tests", "private_tests", "generated_tests")) or (

@@ -1,0 +1,103 @@
+"""Codeforces problems in open-r1's shape (``grpo-code tasks convert codeforces``).
+
+Records: ``id`` (``1234/A``), ``title``, ``description``, ``input_format``, ``output_format``,
+``interaction_format``, ``note``, ``examples`` and ``official_tests`` (lists of ``{input,
+output}``), ``official_tests_complete``, ``time_limit`` (seconds), ``memory_limit`` (MB),
+``input_mode`` (``stdio`` or ``file``), ``generated_checker`` (a testlib checker's C++
+source, for problems with several right answers), ``executable``, ``rating``, ``tags``,
+and for interactive problems ``interactor`` (its source).
+
+Each becomes an ``instruct`` task with the statement as Codeforces shows it, the official
+tests (the examples where there are none) as ``io`` tests, and the problem's limits. A
+problem with a checker is judged by exact comparison and marked ``metadata.needs_checker``
+(a right answer other than the dataset's may fail: C++ checkers are not compiled here
+yet). An interactive problem takes a Python interactor (``interactor`` holding Python,
+with ``test_input`` the test's input; docs/sandbox.md, Interactive tests); one whose
+interactor is C++ cannot be run yet and is unreadable, saying so, as are problems read
+from files and those open-r1 marks not executable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, RecordError, convert_each, first_key, io_test
+
+
+def _pairs(value: Any, where: str) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RecordError(where, f"is {type(value).__name__}, expected a list of {{input, output}}")
+    out = []
+    for j, t in enumerate(value):
+        if not (isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)):
+            raise RecordError(f"{where}[{j}]", "expected {input: str, output: str}")
+        out.append((t["input"], t["output"]))
+    return out
+
+
+def _statement(r: Record, examples: list[tuple[str, str]]) -> str:
+    parts = [f"{r.get('title') or r.get('id')}", str(r.get("description") or "").strip()]
+    for key, head in (("input_format", "Input"), ("output_format", "Output"), ("interaction_format", "Interaction")):
+        if isinstance(r.get(key), str) and r[key].strip():
+            parts.append(f"{head}\n{r[key].strip()}")
+    for k, (given, wanted) in enumerate(examples, 1):
+        parts.append(f"Example {k}\nInput:\n{given.rstrip()}\nOutput:\n{wanted.rstrip()}")
+    if isinstance(r.get("note"), str) and r["note"].strip():
+        parts.append(f"Note\n{r['note'].strip()}")
+    return "\n\n".join(p for p in parts if p)
+
+
+def _is_cpp(source: str) -> bool:
+    return "#include" in source or "int main" in source
+
+
+def codeforces(records: list[Record], source: str = "codeforces", split: str | None = None) -> list[Record]:
+    """open-r1's Codeforces problems (see the module's docstring)."""
+
+    def one(r: Record, i: int, where: str) -> Record:
+        if not isinstance(r.get("description"), str) or not r["description"].strip():
+            raise RecordError(f"{where}: description", "missing or empty (the problem statement)")
+        if r.get("executable") is False:
+            raise RecordError(f"{where}: executable", "false: open-r1 could not run this problem's tests",
+                              "remove the record")
+        if r.get("input_mode") not in (None, "stdio"):
+            raise RecordError(f"{where}: input_mode", f"{r['input_mode']!r}: the program reads files, which the "
+                              "sandbox's io tests do not give it", "remove the record")
+        examples = _pairs(r.get("examples"), f"{where}: examples")
+        official = _pairs(r.get("official_tests"), f"{where}: official_tests")
+        pairs = official or examples
+        if not pairs:
+            raise RecordError(f"{where}: official_tests", "no tests (and no examples)", "remove the record")
+        meta: Record = {"source": "codeforces", "split": split or "train",
+                        **{k: r[k] for k in ("rating", "tags", "contest_id", "index") if r.get(k) not in (None, [])}}
+        task: Record = {"id": f"cf/{r.get('id') or i}", "prompt": f"{_statement(r, examples)}\n\n{STDIN_INSTRUCTION}",
+                        "language": "python", "mode": "instruct", "metadata": meta}
+        interactive = isinstance(r.get("interaction_format"), str) and r["interaction_format"].strip()
+        if interactive:
+            source = r.get("interactor")
+            if not isinstance(source, str) or not source.strip():
+                raise RecordError(f"{where}: interactor", "an interactive problem without its interactor")
+            if _is_cpp(source):
+                raise RecordError(f"{where}: interactor", "a C++ (testlib) interactor, which is not compiled here "
+                                  "yet; give a Python one", "remove the record")
+            task["interactors"] = {"interactor": source}
+            task["tests"] = [{"kind": "io", "stdin": given, "interactor": "interactor"} for given, _ in pairs]
+        else:
+            task["tests"] = [io_test(given, wanted) for given, wanted in pairs]
+            task["public_tests"] = [io_test(given, wanted) for given, wanted in examples]
+        limits: Record = {}
+        if isinstance(r.get("time_limit"), (int, float)) and r["time_limit"] > 0:
+            limits["timeout_s"] = min(max(float(r["time_limit"]), 0.1), 600.0)
+        if isinstance(r.get("memory_limit"), (int, float)) and r["memory_limit"] > 0:
+            limits["memory_mb"] = max(int(r["memory_limit"]), 16)
+        if limits:
+            task["limits"] = limits
+        if isinstance(r.get("generated_checker"), str) and r["generated_checker"].strip() and not interactive:
+            meta["needs_checker"] = True  # exact comparison may fail a right answer: see the module's docstring
+        if r.get("official_tests_complete") is False:
+            meta["official_tests_complete"] = False
+        return task
+
+    return convert_each(records, source, one, first_key("id"))
