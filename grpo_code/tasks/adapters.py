@@ -51,8 +51,8 @@ from grpo_code.tasks.codeforces import codeforces
 from grpo_code.tasks.contests import apps, codecontests
 from grpo_code.tasks.evalplus import evalplus
 from grpo_code.tasks.examples import docstring_examples
-from grpo_code.tasks.kodcode import kodcode
 from grpo_code.tasks.helpers import native_helpers, prompt_helpers
+from grpo_code.tasks.kodcode import kodcode
 from grpo_code.tasks.records import (
     STDIN_INSTRUCTION,
     Conversion,
