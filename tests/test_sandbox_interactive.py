@@ -99,6 +99,47 @@ def test_attacks_on_the_interactor_fail(sandbox):
         assert result.status.value != "infra_error", (name, result)
 
 
+PIDS_BEFORE_THE_FORK = '''
+import os, signal, sys, time
+me, parent = os.getpid(), os.getppid()
+def ppid(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except Exception:
+        return None
+others = [int(x) for x in os.listdir("/proc") if x.isdigit() and int(x) not in (1, me, parent) and ppid(int(x)) == 1]
+if not os.path.exists("marker"):  # the first test: kill the judge, so the next test's is fresh
+    open("marker", "w").close()
+    for p in others:
+        os.kill(p, signal.SIGKILL)
+    sys.exit(0)
+for p in others:
+    os.kill(p, signal.SIGSTOP)
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+for p in others:
+    os.kill(p, signal.SIGCONT)
+time.sleep(1)
+print("! 1", flush=True)
+'''
+"""Red team round 6: stop the judge before it forks the interactor, take every pid of the
+container, let it go: its fork fails. Was an infra_error (the judge exited 87)."""
+
+
+def test_an_interactor_the_program_keeps_from_starting_is_its_fail(sandbox):
+    if sandbox.config.backend != "docker":
+        pytest.skip("signals every process: docker backend only")
+    result = run(sandbox, PIDS_BEFORE_THE_FORK, inputs=("777", "5"))
+    assert result.status.value != "infra_error", result
+    assert [t.verdict.value in ("fail", "timeout", "runtime_error") for t in result.tests] == [True, True], result
+
+
 def test_a_broken_interactor_is_a_fail_that_names_it(sandbox):
     result = run(sandbox, RIGHT, inputs=("5",), interactor="raise KeyError('oops')\n")
     assert result.tests[0].verdict.value == "fail"

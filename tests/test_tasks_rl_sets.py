@@ -407,3 +407,37 @@ def test_codeforces_problems_interactive_ones_included(tmp_path: Path) -> None:
 def test_codeforces_problems_it_cannot_run_are_unreadable(change: dict, reason: str) -> None:
     with pytest.raises(UnreadableRecordsError, match=re.escape(reason)):
         adapters.ADAPTERS["codeforces"]([cf_record(**change)])
+
+
+def test_kodcode_red_team_round_6(tmp_path: Path) -> None:
+    """approx of an infinity equals only it; a program's class named after a builtin is not
+    that builtin; pytest.raises takes the program's own exception classes."""
+    test = ("import pytest\nfrom solution import dist, check, Broke\n\n\ndef test_far():\n"
+            "    assert dist(3) == pytest.approx(float('inf'))\n\n\ndef test_raises():\n"
+            "    with pytest.raises(ValueError):\n        check(-1)\n\n\ndef test_own():\n"
+            "    with pytest.raises(Broke, match='down'):\n        check(0)\n")
+    right = ("class Broke(Exception):\n    pass\n\ndef dist(n):\n    return float('inf')\n\n"
+             "def check(x):\n    if x < 0:\n        raise ValueError('negative')\n    if x == 0:\n"
+             "        raise Broke('down')\n")
+    (task,) = adapters.ADAPTERS["kodcode"]([dict(KODCODE, test=test, solution=right, test_info=[])])
+    suite = write_suite(tmp_path, [task], "kc")
+    assert check(suite)["reference"]["passed"] == 1
+    wrong = {"finite": right.replace("return float('inf')", "return 0"),
+             "fake builtin": right.replace("raise ValueError('negative')", "raise Fake('negative')")
+             + "\nclass Fake(Exception):\n    pass\nFake.__module__ = 'builtins'\n"
+               "Fake.__name__ = Fake.__qualname__ = 'ValueError'\n",
+             "other own class": right.replace("raise Broke('down')", "raise Other('down')")
+             + "\nclass Other(Exception):\n    pass\n"}
+    for name, program in wrong.items():
+        path = tmp_path / "solutions.jsonl"
+        path.write_text(json.dumps({"task_id": task["id"], "solution": program}) + "\n")
+        assert check(suite, "--solutions", str(path))["file"]["passed"] == 0, name
+
+
+def test_the_prelude_goes_after_a_parenthesised_future_import_not_into_a_string() -> None:
+    from grpo_code.tasks.schema import with_prelude
+
+    assert with_prelude("P", "from __future__ import (\n    annotations,\n)\nx = 1\n") == (
+        "from __future__ import (\n    annotations,\n)\nP\nx = 1\n")
+    program = 's = """\nfrom __future__ import annotations\n"""\n'
+    assert with_prelude("P", program) == "P\n" + program

@@ -8,9 +8,9 @@ the field of every problem.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -149,17 +149,24 @@ class Task:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
-_FUTURE = re.compile(r"^from\s+__future__\s+import\b.*$", re.M)
-
-
 def with_prelude(prelude: str, program: str) -> str:
-    """``program`` with ``prelude`` as its first line, or right after its ``from __future__``
-    imports (which must come first)."""
-    futures = list(_FUTURE.finditer(program))
-    if not futures:
+    """``program`` with ``prelude`` as its first line, or on the line after its ``from
+    __future__`` imports (which must come first), found by parsing it: not inside a
+    parenthesised import or a string."""
+    ends: list[int] = []
+    if "__future__" in program:
+        try:
+            tree = ast.parse(program)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None  # it does not compile either way
+        if tree is not None:
+            ends = [n.end_lineno or n.lineno for n in tree.body
+                    if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
+    if not ends:
         return f"{prelude}\n{program}"
-    end = futures[-1].end()
-    return f"{program[:end]}\n{prelude}{program[end:]}"
+    lines = program.splitlines(keepends=True)
+    head = "".join(lines[:max(ends)])
+    return f"{head}{'' if head.endswith(chr(10)) else chr(10)}{prelude}\n{''.join(lines[max(ends):])}"
 
 
 def task_from_dict(

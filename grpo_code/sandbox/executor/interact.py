@@ -45,8 +45,20 @@ def interact_one(request: dict, fds: list[int], compiled: dict) -> dict:
         for fd in fds:
             os.close(fd)
         return {"event": "interacted", "code": INTERACTOR_FAILED, "signal": None, "message": code}
-    err_r, err_w = os.pipe()
-    pid = os.fork()
+    try:
+        err_r, err_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(err_r)
+            os.close(err_w)
+            raise
+    except OSError as exc:  # the program's processes hold the container's pids: its doing
+        for fd in fds:
+            os.close(fd)
+        return {"event": "interacted", "code": None, "signal": None,
+                "message": f"the interactor could not be started ({exc.strerror or exc}): the program's "
+                           "processes hold what it needs"}
     if pid == 0:  # the interactor; never returns into the judge's loop
         status = INTERACTOR_FAILED
         try:

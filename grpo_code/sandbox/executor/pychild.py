@@ -24,6 +24,7 @@ program's. Standard library only.
 
 from __future__ import annotations
 
+import builtins
 import fcntl
 import json
 import marshal
@@ -337,8 +338,10 @@ def _builtin_base(t: type) -> str:
     is a ``ValueError`` to the test's ``except``), ``Exception`` when none can be told."""
     try:
         for k in t.__mro__:
-            if getattr(k, "__module__", "") == "builtins" and issubclass(k, BaseException):
-                return str(k.__name__)
+            # By identity: a program's class that calls itself builtins.ValueError is not one.
+            name = type.__getattribute__(k, "__name__")
+            if _type(name) is str and getattr(builtins, name, None) is k and issubclass(k, BaseException):
+                return name
     except BaseException:
         pass
     return "Exception"

@@ -280,6 +280,8 @@ def _interacted(o: Outcome, report, problem) -> tuple[str, str]:
     code, signum = o.judge.get("code"), o.judge.get("signal")
     if signum is not None:
         return "fail", f"the interactor was killed by {_signal_name(signum)} (by the program?)"
+    if code is None:
+        return "fail", said or "the interactor gave no exit code"
     if code in INTERACTOR_CODES:
         return "fail", f"{INTERACTOR_CODES[code]} (the interactor's verdict)" + (f": {said}" if said else "")
     if code != 0:
