@@ -165,3 +165,28 @@ def test_metric_names_are_spelled_only_in_metric_names() -> None:
     found = [hit for name, path in modules().items() if name != "grpo_code.metric_names"
              for hit in metric_literals(path)]
     assert not found, "spell metric names in grpo_code/metric_names.py and import them:\n" + "\n".join(found)
+
+
+LANGUAGE_NAMES = {"python", "javascript", "cpp"}
+LANGUAGE_HOMES = ("grpo_code/sandbox/languages.py", "grpo_code/sandbox/executor/")
+"""Where a table keyed by language names may be: the host's facts, and the executor's
+runners (part of the image, which cannot import the host's)."""
+
+
+def language_tables(path: Path) -> list[int]:
+    """Lines of dict literals with two or more language names as keys."""
+    tree = ast.parse(path.read_text())
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Dict) and sum(
+        isinstance(k, ast.Constant) and k.value in LANGUAGE_NAMES for k in node.keys) >= 2]
+
+
+def test_the_checker_finds_a_language_table(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text('NAMES = {"python": "Python", "cpp": "C++"}\nOK = {"python": 1}\n')
+    assert language_tables(path) == [1]
+
+
+def test_language_facts_are_tabled_only_in_sandbox_languages() -> None:
+    found = {f"{p.relative_to(PACKAGE.parent)}:{line}" for p in PACKAGE.rglob("*.py")
+             if not str(p.relative_to(PACKAGE.parent)).startswith(LANGUAGE_HOMES) for line in language_tables(p)}
+    assert not found, f"tables keyed by language outside grpo_code/sandbox/languages.py: {sorted(found)}"

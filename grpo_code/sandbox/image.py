@@ -30,6 +30,7 @@ from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
 from grpo_code.paths import cache_dir
 from grpo_code.sandbox import engine
+from grpo_code.sandbox.languages import FACTS
 from grpo_code.sandbox.local_backend import EXECUTOR
 
 RUNTIME_DIR = EXECUTOR.parent
@@ -38,15 +39,11 @@ RUNTIME = sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file() and p.suffix i
 DEFAULT_BASE = {"python": "python:3.12-slim"}
 """Registry base images; other languages need python3 and their toolchain in one image,
 which no official image has: they use --bootstrap or --base-image."""
-BOOTSTRAP_PACKAGES = {"python": ["python3"], "javascript": ["python3", "nodejs"], "cpp": ["python3", "g++"]}
+BOOTSTRAP_PACKAGES = {k: list(v.bootstrap_packages) for k, v in FACTS.items()}
 HASH_LABEL = "grpo-code.build-hash"
 EXECUTOR_LABEL = "grpo-code.executor-hash"
 BOOTSTRAP_LABEL = "grpo-code.bootstrap"
-DEFAULT_IMAGES = {
-    "python": "grpo-code-sandbox-python:latest",
-    "javascript": "grpo-code-sandbox-javascript:latest",
-    "cpp": "grpo-code-sandbox-cpp:latest",
-}
+DEFAULT_IMAGES = {k: v.image for k, v in FACTS.items()}
 
 Log = Callable[[str], None]
 

@@ -1,21 +1,95 @@
-"""What the host knows of each sandbox language beyond what the executor needs to run it.
+"""Every fact the host knows of each sandbox language, in one table (:data:`FACTS`).
 
 The runners themselves (:mod:`.executor.runners`) are part of the sandbox image and of its
 hash; facts only the host acts on live here, so changing how the host treats a language
-leaves the image, its fingerprint and every stored verdict as they are.
+leaves the image, its fingerprint and every stored verdict as they are. Prompts, code
+extraction, the image builder, the adapters and the SandboxFusion API read their facts
+from here (``tests/test_layout.py`` fails on a table keyed by language names elsewhere).
+Adding a language: a runner in the executor, a Dockerfile, and an entry here.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from grpo_code.sandbox.executor.runners import RUNNERS
+
+
+@dataclass(frozen=True)
+class Language:
+    """One language's facts (``code_start``, ``last_function``: regular expressions)."""
+
+    display: str
+    """How prompts name it (``{language_name}``)."""
+    fence: str
+    """The fence tag prompts ask for (``{fence}``)."""
+    fence_tags: tuple[str, ...]
+    """The fence tags code extraction takes as this language's."""
+    aliases: tuple[str, ...]
+    """Other names datasets and APIs give it (MultiPL-E's file extensions, SandboxFusion's
+    language names)."""
+    bootstrap_packages: tuple[str, ...]
+    """Debian packages of its image when built from Debian sources (``--bootstrap``)."""
+    compiled: bool = False
+    """Its jobs are built before their tests run: the host sends the compile limits, adds the
+    build time to a job's deadline and sizes the container for the compiler."""
+    call_tests: bool = True
+    """It takes ``call`` tests (a function called with values)."""
+    code_start: str | None = None
+    """Where unfenced code starts in a chat answer (None: Python's rule in ``tasks/extract.py``)."""
+    last_function: str | None = None
+    """A function definition in a prompt (a record without an entry point names the last)."""
+
+    @property
+    def image(self) -> str:
+        return f"grpo-code-sandbox-{self.name}:latest"
+
+    @property
+    def name(self) -> str:
+        return next(k for k, v in FACTS.items() if v is self)
+
+
+FACTS: dict[str, Language] = {
+    "python": Language(
+        display="Python", fence="python", fence_tags=("python", "python3", "py"), aliases=("py", "python3"),
+        bootstrap_packages=("python3",)),
+    "javascript": Language(
+        display="JavaScript", fence="javascript", fence_tags=("javascript", "js", "node"), aliases=("js", "nodejs"),
+        bootstrap_packages=("python3", "nodejs"),
+        code_start=r"^(function[\s*]|async function |const |let |var |class |'use strict'|\"use strict\""
+                   r"|module\.exports)",
+        last_function=r"(?:function\s+([A-Za-z_$][\w$]*)\s*\(|(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=)"),
+    "cpp": Language(
+        display="C++", fence="cpp", fence_tags=("cpp", "c++", "cc", "cxx"), aliases=("c++",),
+        bootstrap_packages=("python3", "g++"), compiled=True,
+        code_start=r"^(#include|using |template\s*<|namespace |struct |class |(?:static |inline )*(?:const )?"
+                   r"(?:int|long|bool|void|double|float|char|auto|unsigned|size_t|std::|string|vector)\b)",
+        last_function=r"\b([A-Za-z_]\w*)\s*\([^;{}()]*\)\s*(?:const\s*)?\{"),
+}
 
 LANGUAGES = tuple(RUNNERS)
 """The languages the sandbox runs, in the executor's order (Python first)."""
+if set(FACTS) != set(LANGUAGES):  # a runner without its facts, or facts without a runner
+    raise ImportError(f"sandbox languages: the executor runs {sorted(LANGUAGES)}, the host knows {sorted(FACTS)}")
 
-COMPILED = frozenset({"cpp"})
-"""Languages whose jobs are built before their tests run: the host sends the compile limits,
-adds the build time to a job's deadline and sizes the container for the compiler."""
+COMPILED = frozenset(k for k, v in FACTS.items() if v.compiled)
+"""Languages whose jobs are built before their tests run (:attr:`Language.compiled`)."""
 
-CALL_TESTS = frozenset({"python", "javascript", "cpp"})
-"""Languages that take ``call`` tests (a function called with values); the others take
-``script`` and ``io`` tests only, and a suite that gives them call tests is refused."""
+CALL_TESTS = frozenset(k for k, v in FACTS.items() if v.call_tests)
+"""Languages that take ``call`` tests; the others take ``script`` and ``io`` tests only, and
+a suite that gives them call tests is refused."""
+
+ALIASES = {**{a: k for k, v in FACTS.items() for a in v.aliases}, **{k: k for k in FACTS}}
+"""Every name of a language (its own and its aliases) to its name here."""
+
+
+def code_start(language: str) -> re.Pattern | None:
+    """Where unfenced code starts in a chat answer in ``language`` (None: Python's rule)."""
+    facts = FACTS.get(language)
+    return re.compile(facts.code_start, re.M) if facts is not None and facts.code_start else None
+
+
+def last_function(language: str) -> re.Pattern | None:
+    facts = FACTS.get(language)
+    return re.compile(facts.last_function) if facts is not None and facts.last_function else None

@@ -20,10 +20,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_code.sandbox.languages import ALIASES
 from grpo_code.sandbox.types import FieldError, Job, Result, Status, Verdict
 
-LANGUAGES = {"python": "python", "python3": "python", "cpp": "cpp", "nodejs": "javascript",
-             "javascript": "javascript"}
+LANGUAGES = ALIASES
+"""SandboxFusion's language names (``python``, ``python3``, ``cpp``, ``nodejs``, ...) to ours."""
 FIELDS = {"code", "language", "stdin", "run_timeout", "compile_timeout", "memory_limit_MB", "files",
           "fetch_files"}
 MAX_TIMEOUT_S = 600

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_code.errors import SuiteError
+from grpo_code.sandbox.languages import ALIASES, FACTS, last_function
 from grpo_code.tasks import native_asserts, rl_sets
 from grpo_code.tasks.codeforces import codeforces
 from grpo_code.tasks.contests import apps, codecontests
@@ -81,15 +82,11 @@ def _need(record: Record, key: str, where: str) -> Any:
 
 # --------------------------------------------------------------------------- humaneval
 
-# MultiPL-E names languages by file extension.
-_LANGUAGE_ALIASES = {"py": "python", "python": "python", "js": "javascript", "javascript": "javascript",
-                     "cpp": "cpp", "c++": "cpp"}
+# MultiPL-E names languages by file extension (sandbox/languages.py knows the aliases).
+_LANGUAGE_ALIASES = ALIASES
 # How a test names the function under test (MultiPL-E: `let candidate = f;`, `auto candidate = f;`).
 _CANDIDATE = re.compile(r"\bcandidate\s*=\s*([A-Za-z_$][\w$]*)\s*;")
-_LAST_FUNCTION = {
-    "javascript": re.compile(r"(?:function\s+([A-Za-z_$][\w$]*)\s*\(|(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=)"),
-    "cpp": re.compile(r"\b([A-Za-z_]\w*)\s*\([^;{}()]*\)\s*(?:const\s*)?\{"),
-}
+_LAST_FUNCTION = {k: pattern for k in FACTS if (pattern := last_function(k)) is not None}
 
 
 def _entry_point(language: str, prompt: str, test: str) -> str | None:

@@ -13,21 +13,15 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-FENCE_TAGS = {
-    "python": ("python", "python3", "py"),
-    "javascript": ("javascript", "js", "node"),
-    "cpp": ("cpp", "c++", "cc", "cxx"),
-}
+from grpo_code.sandbox.languages import FACTS, code_start
+
+FENCE_TAGS = {k: v.fence_tags for k, v in FACTS.items()}
 # A fence opens at the start of a line: ```tag, then the code until a closing ``` line
 # (group 3), or until the end of the text when the block was never closed.
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*(```)|\Z)", re.S | re.M)
 _CODE_START = re.compile(r"^(def |async def |class |import |from \w[\w.]* import |@\w)", re.M)
 # Where unfenced code starts in the other languages (the rest of the text is taken).
-_CODE_STARTS = {
-    "javascript": re.compile(r"^(function[\s*]|async function |const |let |var |class |'use strict'|\"use strict\"|module\.exports)", re.M),
-    "cpp": re.compile(r"^(#include|using |template\s*<|namespace |struct |class |(?:static |inline )*(?:const )?"
-                      r"(?:int|long|bool|void|double|float|char|auto|unsigned|size_t|std::|string|vector)\b)", re.M),
-}
+_CODE_STARTS = {k: pattern for k in FACTS if (pattern := code_start(k)) is not None}
 # Lines of a C++ prefix that an answer needs in front of it (headers, using-declarations).
 _CPP_HEADER = re.compile(r"^\s*(#\s*include\b|using\s+namespace\b)")
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_code.errors import SuiteError
+from grpo_code.sandbox.languages import FACTS
 
 STYLES = ("chat", "raw")
-LANGUAGE_NAMES = {"python": "Python", "javascript": "JavaScript", "cpp": "C++"}
-FENCES = {"python": "python", "javascript": "javascript", "cpp": "cpp"}
+LANGUAGE_NAMES = {k: v.display for k, v in FACTS.items()}
+FENCES = {k: v.fence for k, v in FACTS.items()}
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an expert {language_name} programmer. Reply with one ```{fence} code block that holds "
