@@ -254,8 +254,14 @@ def test_the_worker_s_engine_follows_pushed_weights_and_a_dead_worker_fails_fast
 
     from grpo_code.generation.base import Sampling
     from grpo_code.generation.vllm import prepare_environment
-    from grpo_code.training.worker_link import EngineWorker, RolloutWorkerError, probe_gap, probe_ids, probe_logps
     from grpo_code.training.engine_worker import WorkerSpec
+    from grpo_code.training.worker_link import (
+        EngineWorker,
+        RolloutWorkerError,
+        probe_gap,
+        probe_ids,
+        probe_logps,
+    )
 
     prepare_environment()
     tokenizer = AutoTokenizer.from_pretrained(tiny_vllm_model_dir)

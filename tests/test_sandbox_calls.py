@@ -15,8 +15,8 @@ import pytest
 from conftest import BACKENDS, backend_sandbox
 from grpo_code.errors import SandboxError
 from grpo_code.sandbox import CallTest, Job, Limits, ScriptTest, Status, Verdict
-from grpo_code.sandbox.types import testcase_from_dict as parse_test
 from grpo_code.sandbox.pool import WorkerPool
+from grpo_code.sandbox.types import testcase_from_dict as parse_test
 from grpo_code.sandbox.wire import job_deadline_s, split_wire, total_deadline_s, wire_for, wire_size
 
 FAST = Limits(timeout_s=1.0, memory_mb=256)

@@ -139,8 +139,10 @@ def convert(
 
     if (dst / "tasks.jsonl").exists() and not force:
         raise SuiteError(f"{dst} already holds a suite", "pass --force to overwrite or choose another directory")
-    if fmt == "auto":
-        fmt = adapters.detect_format(adapters.read_records(src))
+    records = None
+    if fmt == "auto":  # read once here: the format decides the options below
+        records = adapters.read_records(src)
+        fmt = adapters.detect_format(records)
         typer.echo(f"format: {fmt} (told from the records' fields)")
     options: dict = {}
     if since is not None or until is not None:
@@ -165,7 +167,7 @@ def convert(
                              "it selects the test groups of codecontests (public,private,generated) and evalplus "
                              "(base, plus or all)")
         options["tests"] = tests
-    conversion = adapters.convert_all(fmt, src, **options)
+    conversion = adapters.convert_all(fmt, src, records, **options)
     tasks, skipped = converted_tasks(conversion, Path(src).name)
     if skipped:
         eprint(f"{len(skipped)} of {conversion.total} records cannot be read:")

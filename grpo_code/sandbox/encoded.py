@@ -35,9 +35,14 @@ class EncodedTests:
         """Each test as the executor receives it (``json.dumps``, with ``expected_sha256`` for a
         large expected value); written out the first time a job needs them whole."""
         if self._texts is None:
-            self._texts = [json.dumps({**d, "expected_sha256": self.large[i]} if i in self.large else d)
-                           for i, d in enumerate(self.dicts)]
+            self._texts = [json.dumps(d) for d in self._sent()]
         return self._texts
+
+    def _sent(self) -> list[dict[str, Any]]:
+        """The tests as the executor receives them: a large expected value also carries its sha256."""
+        if not self.large:
+            return self.dicts
+        return [{**d, "expected_sha256": self.large[i]} if i in self.large else d for i, d in enumerate(self.dicts)]
 
     @cached_property
     def text(self) -> str:
@@ -45,8 +50,7 @@ class EncodedTests:
         out one by one: the same text, for a fraction of the calls)."""
         if self._texts is not None:
             return "[" + ", ".join(self._texts) + "]"
-        return json.dumps([{**d, "expected_sha256": self.large[i]} if i in self.large else d
-                           for i, d in enumerate(self.dicts)] if self.large else self.dicts)
+        return json.dumps(self._sent())
 
     def part(self, start: int, end: int) -> EncodedTests:
         """Tests ``start:end`` (a job sent in parts); its digest is left empty."""

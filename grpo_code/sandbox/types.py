@@ -134,13 +134,10 @@ class Checking:
     def _checking(self, out: dict[str, Any]) -> dict[str, Any]:
         """``out`` with the settings that are not the defaults (most tests have none: a
         suite's hundred thousand tests are written out without a lookup each)."""
-        if self.float_tol is None and self.abs_tol is None and self.rel_tol is None and self.checker is None:
-            if self.unordered:
-                out["unordered"] = True
-            return out
-        for key in ("float_tol", "abs_tol", "rel_tol", "checker"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
+        if not (self.float_tol is None and self.abs_tol is None and self.rel_tol is None and self.checker is None):
+            for key in ("float_tol", "abs_tol", "rel_tol", "checker"):
+                if getattr(self, key) is not None:
+                    out[key] = getattr(self, key)
         if self.unordered:
             out["unordered"] = True
         return out

@@ -416,12 +416,14 @@ ADAPTERS: dict[str, Callable[..., list[Record]]] = {
 }
 
 
-def convert(fmt: str, src: str, **options: Any) -> list[Record]:
-    """Read ``src`` and turn it into task records with the adapter ``fmt``; a record that
-    cannot be read is an :class:`UnreadableRecordsError` naming every such record."""
+def convert(fmt: str, src: str, records: list[Record] | None = None, **options: Any) -> list[Record]:
+    """Read ``src`` (unless its ``records`` were read already) and turn it into task records
+    with the adapter ``fmt``; a record that cannot be read is an
+    :class:`UnreadableRecordsError` naming every such record."""
     if fmt not in ADAPTERS and fmt != "auto":
         raise SuiteError(f"unknown format {fmt!r}", "formats: auto, " + ", ".join(ADAPTERS))
-    records = read_records(src)
+    if records is None:
+        records = read_records(src)
     if not records:
         raise SuiteError(f"{src} holds no records", "check the input file")
     if fmt == "auto":
@@ -429,11 +431,11 @@ def convert(fmt: str, src: str, **options: Any) -> list[Record]:
     return ADAPTERS[fmt](records, source=Path(src).name, **options)
 
 
-def convert_all(fmt: str, src: str, **options: Any) -> Conversion:
+def convert_all(fmt: str, src: str, records: list[Record] | None = None, **options: Any) -> Conversion:
     """:func:`convert`, but the records that cannot be read come back in
     ``Conversion.skipped`` beside the tasks of the others instead of as an error."""
     try:
-        tasks = convert(fmt, src, **options)
+        tasks = convert(fmt, src, records, **options)
     except UnreadableRecordsError as exc:
         return exc.conversion
     return Conversion(tuple(tasks), tuple(range(len(tasks))))

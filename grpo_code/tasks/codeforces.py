@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, RecordError, convert_each, first_key, io_test
+from grpo_code.tasks.rl_sets import _limits
 
 
 def _pairs(value: Any, where: str) -> list[tuple[str, str]]:
@@ -87,11 +88,7 @@ def codeforces(records: list[Record], source: str = "codeforces", split: str | N
         else:
             task["tests"] = [io_test(given, wanted) for given, wanted in pairs]
             task["public_tests"] = [io_test(given, wanted) for given, wanted in examples]
-        limits: Record = {}
-        if isinstance(r.get("time_limit"), (int, float)) and r["time_limit"] > 0:
-            limits["timeout_s"] = min(max(float(r["time_limit"]), 0.1), 600.0)
-        if isinstance(r.get("memory_limit"), (int, float)) and r["memory_limit"] > 0:
-            limits["memory_mb"] = max(int(r["memory_limit"]), 16)
+        limits = _limits(r.get("time_limit"), r.get("memory_limit"), where)
         if limits:
             task["limits"] = limits
         if isinstance(r.get("generated_checker"), str) and r["generated_checker"].strip() and not interactive:

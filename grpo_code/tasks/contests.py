@@ -31,6 +31,7 @@ import ast
 import json
 import math
 import re
+import sys
 from typing import Any
 
 from grpo_code.errors import SuiteError
@@ -85,12 +86,17 @@ def _bad(where: str, problem: str, hint: str = HINT) -> RecordError:
 
 
 def _json_field(value: Any, where: str) -> Any:
-    """A field that copies store either as JSON text or already parsed."""
+    """A field that copies store either as JSON text or already parsed (integers past
+    Python's 4300-digit limit are data here: read whole)."""
     if isinstance(value, str):
+        limit = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(0)
         try:
             return json.loads(value)
         except json.JSONDecodeError as exc:
             raise _bad(where, f"not valid JSON ({exc.msg})") from None
+        finally:
+            sys.set_int_max_str_digits(limit)
     return value
 
 

@@ -30,13 +30,13 @@ import io
 import json
 import pickle
 import re
-import sys
 import zlib
 from datetime import datetime
 from typing import Any
 
 from grpo_code.sandbox.values import suite_tree
-from grpo_code.tasks.contests import _apps_record, _statement
+from grpo_code.tasks.contests import _apps_record, _json_field, _statement, _unwrap
+from grpo_code.tasks.extract import fenced_blocks
 from grpo_code.tasks.records import (
     STDIN_INSTRUCTION,
     Record,
@@ -139,21 +139,10 @@ def _unpack(text: str, where: str) -> Any:
         value = restricted_unpickle(raw)
     except pickle.UnpicklingError as exc:
         raise RecordError(where, f"a pickle that is not plain data: {exc}", "remove the record") from None
-    return json.loads(value) if isinstance(value, str) else value
+    return _json_field(value, where)
 
 
 # --------------------------------------------------------------------------- livecodebench
-
-
-def _json_value(text: str, where: str) -> Any:
-    limit = sys.get_int_max_str_digits()
-    sys.set_int_max_str_digits(0)  # values past 4300 digits are data here, read whole
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(where, f"not JSON ({exc.msg})") from None
-    finally:
-        sys.set_int_max_str_digits(limit)
 
 
 def _lcb_cases(value: Any, where: str) -> list[Record]:
@@ -176,9 +165,9 @@ def _lcb_test(case: Record, fn: str | None, where: str) -> Record:
         return {**io_test(case["input"], case["output"]), "checker": "lcb"}
     if fn is None:
         raise RecordError(f"{where}.testtype", "functional, but metadata has no func_name")
-    args = [_json_value(line, f"{where}.input") for line in case["input"].split("\n")]
+    args = [_json_field(line, f"{where}.input") for line in case["input"].split("\n")]
     return {"kind": "call", "fn": fn, "args": suite_tree(args),
-            "expected": suite_tree(_json_value(case["output"], f"{where}.output"))}
+            "expected": suite_tree(_json_field(case["output"], f"{where}.output"))}
 
 
 def _method_prompt(text: str, starter: str, callee: str) -> str:
@@ -222,7 +211,7 @@ def livecodebench(records: list[Record], source: str = "livecodebench", since: s
         text = _statement(r, ("question_content",), where)
         date = _contest_date(r, where)
         meta = r.get("metadata") or {}
-        meta = _json_value(meta, f"{where}: metadata") if isinstance(meta, str) else meta
+        meta = _json_field(meta, f"{where}: metadata")
         if not isinstance(meta, dict):
             raise RecordError(f"{where}: metadata", f"is {type(meta).__name__}, expected an object")
         starter = r.get("starter_code") or ""
@@ -279,10 +268,10 @@ def _amount(value: Any, pattern: re.Pattern, where: str) -> float | None:
 def _limits(time_limit: Any, memory_limit: Any, where: str) -> Record:
     limits: Record = {}
     seconds = _amount(time_limit, _SECONDS, f"{where}: time_limit")
-    if seconds:
+    if seconds is not None and seconds > 0:
         limits["timeout_s"] = min(max(seconds, 0.1), 600.0)
     megabytes = _amount(memory_limit, _MEGABYTES, f"{where}: memory_limit")
-    if megabytes:
+    if megabytes is not None and megabytes > 0:
         limits["memory_mb"] = max(int(megabytes), 16)
     return limits
 
@@ -307,10 +296,6 @@ def taco(records: list[Record], source: str = "taco", split: str | None = None) 
 
 
 # --------------------------------------------------------------------------- primeintellect
-
-
-def _unwrap(value: Any) -> Any:
-    return value[0] if isinstance(value, list) and len(value) == 1 else value
 
 
 def _pi_tests(cases: Any, where: str) -> tuple[list[Record], str | None]:
@@ -346,7 +331,7 @@ def _pi_task(r: Record, tests: list[Record], fn: str | None, where: str, source:
     prompt = (f"{text.strip()}\n\nWrite a Python function `{fn}` that solves this; its return value is checked."
               if fn else text.strip() if "standard input" in text.lower() else f"{text.strip()}\n\n{STDIN_INSTRUCTION}")
     meta = r.get("metadata") or {}
-    meta = _json_value(meta, f"{where}: metadata") if isinstance(meta, str) else meta
+    meta = _json_field(meta, f"{where}: metadata")
     task: Record = {"id": f"{source}/{r.get('problem_id') or r.get('in_source_id') or r.get('id')}",
                     "prompt": prompt, "language": "python", "mode": "instruct", "tests": tests,
                     "prelude": JUDGE_PRELUDE, "metadata": {"source": source, "split": "train"}}
@@ -366,8 +351,8 @@ def _pi_task(r: Record, tests: list[Record], fn: str | None, where: str, source:
 
 def _fenced(text: str) -> str:
     """The code of a reference written as a fenced Markdown block (PrimeIntellect's are)."""
-    match = re.search(r"```(?:python3?|py)?[ \t]*\n(.*?)```", text, re.S)
-    return match.group(1) if match else text
+    blocks = fenced_blocks(text)
+    return blocks[0] if blocks else text
 
 
 def primeintellect(records: list[Record], source: str = "primeintellect") -> list[Record]:
@@ -375,7 +360,7 @@ def primeintellect(records: list[Record], source: str = "primeintellect") -> lis
 
     def one(r: Record, i: int, where: str) -> Record:
         info = r.get("verification_info")
-        info = _json_value(info, f"{where}: verification_info") if isinstance(info, str) else info
+        info = _json_field(info, f"{where}: verification_info")
         if not isinstance(info, dict):
             raise RecordError(f"{where}: verification_info", "missing, or not an object with test_cases")
         if info.get("language", "python") != "python":
@@ -453,7 +438,7 @@ def deepcoder(records: list[Record], source: str = "deepcoder") -> list[Record]:
 
     def one(r: Record, i: int, where: str) -> Record:
         tests = r.get("tests")
-        tests = _json_value(tests, f"{where}: tests") if isinstance(tests, str) else tests
+        tests = _json_field(tests, f"{where}: tests")
         if isinstance(tests, dict) and "functional" in tests:
             return _deepcoder_leetcode(r, tests, i, where)
         text = _statement(r, ("problem", "question", "prompt"), where)

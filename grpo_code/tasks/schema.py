@@ -165,8 +165,10 @@ def with_prelude(prelude: str, program: str) -> str:
     if not ends:
         return f"{prelude}\n{program}"
     lines = program.splitlines(keepends=True)
-    head = "".join(lines[:max(ends)])
-    return f"{head}{'' if head.endswith(chr(10)) else chr(10)}{prelude}\n{''.join(lines[max(ends):])}"
+    head, rest = "".join(lines[:max(ends)]), "".join(lines[max(ends):])
+    if not head.endswith("\n"):
+        head += "\n"
+    return f"{head}{prelude}\n{rest}"
 
 
 def task_from_dict(

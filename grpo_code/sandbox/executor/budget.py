@@ -25,7 +25,7 @@ import select
 import signal
 import time
 
-from . import verdict
+from . import spawn, verdict
 from .pychild import MIB
 
 INLINE_BYTES = 32 * 1024
@@ -116,10 +116,8 @@ def _in_helper(outcome: verdict.Outcome, memory_mb: int, cpu_s: float):
     """The verdict from a limited fork; None when the test's checker is to decide."""
     read_fd, write_fd = os.pipe()
     try:
-        pid = os.fork()
+        pid = spawn.fork_closing(read_fd, write_fd)
     except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
         raise verdict.ForkRefused("could not fork the helper that judges a large answer") from None
     if pid == 0:
         os.close(read_fd)

@@ -8,6 +8,7 @@ import resource
 import sys
 import traceback
 
+from . import spawn
 from .pychild import MIB
 
 _type = type
@@ -47,12 +48,7 @@ def interact_one(request: dict, fds: list[int], compiled: dict) -> dict:
         return {"event": "interacted", "code": INTERACTOR_FAILED, "signal": None, "message": code}
     try:
         err_r, err_w = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(err_r)
-            os.close(err_w)
-            raise
+        pid = spawn.fork_closing(err_r, err_w)
     except OSError as exc:  # the program's processes hold the container's pids: its doing
         for fd in fds:
             os.close(fd)

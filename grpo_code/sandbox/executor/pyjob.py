@@ -210,6 +210,9 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     kind = test["kind"]
     keep = output_cap(test, out_limit)
     interactor = test.get("interactor") if kind == "io" else None
+    source = (job.get("interactors") or {}).get(interactor) if interactor is not None else None
+    if interactor is not None and source is None:
+        raise verdict.HarnessFailure(f"the job has no interactor named {interactor!r}")
     if interactor is not None:  # the program's stdin and stdout are the interactor's pipes
         stdin_fd, to_program = os.pipe()
         from_program, prog_out = os.pipe()
@@ -229,24 +232,18 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     if interactor is not None:
         judged = JUDGE.get()
         JUDGE.resume()
-        source = (job.get("interactors") or {}).get(interactor)
-        if source is None:
-            raise verdict.HarnessFailure(f"the job has no interactor named {interactor!r}")
         request = {"kind": "interact", "code": source, "input": test.get("stdin", ""), "answer": test.get("stdout"),
                    "memory_mb": limits["memory_mb"]}
         try:
             protocol.send_fds(JUDGE.ctrl, request, [from_program, to_program])
         except OSError:
             JUDGE.close()
-            for fd in [*child_fds, *pipes, from_program, to_program]:
+            for fd in [*child_fds, *pipes]:
                 os.close(fd)
             raise verdict.HarnessFailure("the judge is gone") from None
-        finally:
-            for fd in (from_program, to_program):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        finally:  # the judge holds its own copies now
+            os.close(from_program)
+            os.close(to_program)
     elif kind == "script":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judged = JUDGE.get()

@@ -28,6 +28,17 @@ WALL_BACKSTOP = 10.0
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+def fork_closing(*fds: int) -> int:
+    """``os.fork()``; when it is refused (the pids limit), ``fds`` (made for the child) are
+    closed and the ``OSError`` raised."""
+    try:
+        return os.fork()
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
 def memfd(name: str, data: bytes) -> int:
     """A memory file holding ``data``, positioned at its start."""
     fd = os.memfd_create(name, 0)
