@@ -166,6 +166,8 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
         defaults["vllm_importance_sampling_mode"] = "token_truncate"
     elif gen.backend == "vllm":
         defaults["vllm_mode"] = gen.vllm_mode
+        if own_colocated_engine(cfg):
+            defaults["use_vllm"] = False  # ours stands in for TRL's (grpo_code.training.colocated)
         if gen.vllm_mode == "colocate":
             defaults["vllm_gpu_memory_utilization"] = gen.vllm_gpu_memory_utilization
         elif gen.server_url:
@@ -176,6 +178,16 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
     except (TypeError, ValueError) as exc:
         raise ConfigError([f"train.trl: {str(exc).splitlines()[0]}"]) from None
     return args
+
+
+def own_colocated_engine(cfg: RunConfig) -> bool:
+    """Whether the run generates on a vLLM engine of ours in the training process (the CPU
+    build, colocated, one step at a time) instead of TRL's."""
+    if cfg.generation.backend != "vllm" or cfg.generation.vllm_mode != "colocate" or cfg.train.max_staleness > 0:
+        return False
+    from grpo_code.generation.vllm import cpu_build
+
+    return cpu_build()
 
 
 def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], None] = print,
@@ -319,9 +331,13 @@ def _train(cfg: RunConfig, run_dir: Path, checkpoint: Path | None, started: floa
             from grpo_code.training.ahead import WeightPush, probe_ids
 
             push = WeightPush(worker, trainer, probe_ids(tokenizer), 1.0)
-            trainer.use_rollout_worker(push)
+            trainer.use_engine(push, ahead=True)
             rollouts.push = push
             worker.wait_ready()
+        elif own_colocated_engine(cfg):
+            from grpo_code.training.colocated import start_colocated
+
+            start_colocated(cfg, resolved, model, tokenizer, rows, trainer, log)
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)

@@ -5,9 +5,11 @@ settings, generating with transformers ``generate``, and a reward function that 
 completion's last Python block with the task's tests in a ``python3`` subprocess (two at a
 time, no isolation) and returns the share of tests passed. Then ``grpo-code train`` on the
 same model, prompts and settings (the demo config; ``--backend`` picks hf or vllm for ours).
-Both run ``--steps`` steps one after the other; the first step is left out (warm-up).
-Printed per run: median step time, median generation time per step, mean completion
-length (tokens), and the ratios TRL / ours.
+Both run ``--steps`` steps one after the other, each in a process of its own; the first
+step is left out (warm-up). Printed per run: median step time, median generation time per
+step, mean completion length (tokens), the process's peak RSS (``VmHWM``: the model, the
+optimizer, generation and, with vLLM colocated, its engine; sandbox containers and the
+plain script's test processes are not in it), and the ratios TRL / ours.
 
     .venv/bin/python scripts/bench_train_trl.py [--steps 8] [--backend hf|vllm] [--json] [overrides...]
 
@@ -149,28 +151,58 @@ def ours(steps: int, overrides: list[str], root: Path) -> dict[str, float]:
             "steps": len(rows)}
 
 
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far (the kernel's ``VmHWM``), GiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+def one_run(which: str, steps: int, backend: str, overrides: list[str]) -> dict[str, float]:
+    """One of the two runs, in this process."""
+    with tempfile.TemporaryDirectory(prefix="grpo-code-bench-") as tmp:
+        root = Path(tmp)
+        if which == "trl":
+            out = plain_trl(steps, load_config(None, ["generation.backend=hf", *overrides]), root)
+        else:
+            out = ours(steps, [f"generation.backend={backend}", *overrides], root)
+    return {**out, "peak_rss_gib": peak_rss_gib()}
+
+
+def in_own_process(which: str, args: argparse.Namespace) -> dict[str, float]:
+    command = [sys.executable, __file__, "--only", which, "--steps", str(args.steps), "--backend", args.backend,
+               *args.overrides]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"error: the {which} run failed (exit {done.returncode}); its output is above")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="our generation backend")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", choices=("trl", "ours"), help=argparse.SUPPRESS)  # one run, JSON on stdout
     parser.add_argument("overrides", nargs="*", help="config overrides for both runs, e.g. generation.max_new_tokens=128")
     args = parser.parse_args()
-    overrides = [f"generation.backend={args.backend}", *args.overrides]
-    with tempfile.TemporaryDirectory(prefix="grpo-code-bench-") as tmp:
-        root = Path(tmp)
-        cfg = load_config(None, ["generation.backend=hf", *args.overrides])
-        trl = plain_trl(args.steps, cfg, root)
-        mine = ours(args.steps, overrides, root)
+    if args.only:
+        print(json.dumps(one_run(args.only, args.steps, args.backend, args.overrides)))
+        return
+    trl = in_own_process("trl", args)
+    mine = in_own_process("ours", args)
     report = {"trl_hf": trl, f"ours_{args.backend}": mine,
-              "step_speedup": trl["step_s"] / mine["step_s"], "generate_speedup": trl["generate_s"] / mine["generate_s"]}
+              "step_speedup": trl["step_s"] / mine["step_s"], "generate_speedup": trl["generate_s"] / mine["generate_s"],
+              "peak_rss_ratio": trl["peak_rss_gib"] / mine["peak_rss_gib"]}
     if args.json:
         print(json.dumps(report))
         return
     print(f"{'per step':<22}{'TRL (hf)':>12}{'ours (' + args.backend + ')':>14}")
-    for key in ("step_s", "generate_s", "mean_length"):
+    for key in ("step_s", "generate_s", "mean_length", "peak_rss_gib"):
         print(f"{key:<22}{trl[key]:>12.2f}{mine[key]:>14.2f}")
-    print(f"step: ours {report['step_speedup']:.2f}x TRL's; generation {report['generate_speedup']:.2f}x")
+    print(f"step: ours {report['step_speedup']:.2f}x TRL's; generation {report['generate_speedup']:.2f}x; "
+          f"peak memory: TRL's {report['peak_rss_ratio']:.2f}x ours")
 
 
 if __name__ == "__main__":

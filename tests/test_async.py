@@ -268,7 +268,7 @@ def test_the_worker_s_engine_follows_pushed_weights_and_a_dead_worker_fails_fast
     model = AutoModelForCausalLM.from_pretrained(tiny_vllm_model_dir, dtype=torch.float32)
     probe = probe_ids(tokenizer)
     spec = WorkerSpec(str(tiny_vllm_model_dir), str(tiny_vllm_model_dir), "float32",
-                      Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=16), 256, probe, [])
+                      Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=16), 256, 64 << 20, probe, [])
     worker = EngineWorker(spec, tokenizer, None, initial_version=0)
     try:
         engine_v0 = worker.wait_ready()
@@ -340,7 +340,7 @@ def test_training_ahead_of_the_update_stays_within_the_bound_stops_cleanly_and_r
     old, versions advance, and the engine's log-probs follow every pushed version."""
     run = tmp_path / "run"
     mark = f"GRPO_CODE_TEST_MARK={uuid.uuid4().hex}"
-    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1], "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
     code = "import sys; from grpo_code.cli import main; sys.argv[0] = 'grpo-code'; main()"
     common = ["generation.backend=vllm", "train.max_staleness=1", "train.trl.max_steps=3",
               "train.trl.per_device_train_batch_size=8", "train.trl.num_generations=4", "train.trl.save_steps=1",

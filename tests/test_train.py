@@ -409,16 +409,24 @@ def test_length_chunks_groups_rows_of_like_length_and_pays_for_each_call() -> No
     groups = length_chunks(list(range(10, 40)), [5] * 30, max_rows=7)
     assert max(map(len, groups)) <= 7 and sorted(r for g in groups for r in g) == list(range(30))
     assert length_chunks([], []) == []
+    # max_tokens bounds a group's padded tokens; a row wider than the bound goes alone.
+    groups = length_chunks([100] * 8, [20] * 7 + [600], max_tokens=512)
+    widths = [len(g) * (100 + max(20 if r < 7 else 600 for r in g)) for g in groups]
+    assert [7] in groups and all(w <= 512 for g, w in zip(groups, widths) if g != [7])
+    assert sorted(r for g in groups for r in g) == list(range(8))
 
 
-def test_trimmed_forward_gives_the_padded_batch_log_probs_and_gradients(tiny_model_dir: Path) -> None:
+def test_trimmed_forward_gives_the_padded_batch_log_probs_and_gradients(tiny_model_dir: Path, monkeypatch) -> None:
     """The grouped, cut forward pass returns TRL's log-probs and entropies for every row, in
-    the batch's order, and the same gradient, from a fraction of the padded tokens."""
+    the batch's order, and the same gradient, from a fraction of the padded tokens; on a CPU
+    no call takes more than ``CPU_TOKENS_PER_CALL`` tokens, cut or not."""
     import torch
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM
+    from trl import GRPOTrainer
     from trl.trainer import add_fused_lm_head
 
+    from grpo_code.training.packing import CPU_TOKENS_PER_CALL
     from grpo_code.training.trainer import GrpoCodeTrainer
 
     torch.manual_seed(0)
@@ -434,23 +442,38 @@ def test_trimmed_forward_gives_the_padded_batch_log_probs_and_gradients(tiny_mod
         mask[i, prompt_width - prompt_len[i]:prompt_width + completion_len[i]] = 1
     ids = torch.randint(1, model.config.vocab_size, mask.shape) * mask
     completion_mask = mask[:, prompt_width:].float()
+    trl_forward = GRPOTrainer._get_per_token_logps_and_entropies
+    calls: list[int] = []
 
-    def forward(trim: bool, batch_size: int | None = None) -> tuple[torch.Tensor, ...]:
-        trainer.trim_padding = trim
+    def recorded(self, model, input_ids, *args, batch_size=None, **kwargs):
+        rows_a_call = batch_size or input_ids.size(0)
+        calls.extend(min(rows_a_call, input_ids.size(0) - start) * input_ids.size(1)
+                     for start in range(0, input_ids.size(0), rows_a_call))
+        return trl_forward(self, model, input_ids, *args, batch_size=batch_size, **kwargs)
+
+    def forward(trim: bool | None, batch_size: int | None = None) -> tuple[torch.Tensor, ...]:
+        trainer.trim_padding = bool(trim)
         model.zero_grad()
-        logps, entropy, _ = trainer._get_per_token_logps_and_entropies(
-            model, ids, mask, keep, batch_size=batch_size, compute_entropy=True)
+        run = trl_forward.__get__(trainer) if trim is None else trainer._get_per_token_logps_and_entropies
+        logps, entropy, _ = run(model, ids, mask, keep, batch_size=batch_size, compute_entropy=True)
         (logps * completion_mask).sum().backward()
         grad = model.model.layers[0].mlp.up_proj.weight.grad.clone()
         return logps * completion_mask, entropy * completion_mask, grad
 
-    plain = forward(False)
-    for trimmed in (forward(True), forward(True, batch_size=3)):
-        assert trimmed[0].shape == plain[0].shape
-        assert torch.allclose(trimmed[0], plain[0], atol=1e-4)
-        assert torch.allclose(trimmed[1], plain[1], atol=1e-4)
-        assert torch.allclose(trimmed[2], plain[2], rtol=1e-3, atol=1e-6)
-    assert plain[0].abs().sum() > 0
+    reference = forward(None)  # TRL's own: the whole padded batch in one call
+    assert ids.numel() > CPU_TOKENS_PER_CALL
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", recorded)
+    for trim, batch_size in ((False, None), (True, None), (True, 3)):
+        calls.clear()
+        ours = forward(trim, batch_size)
+        assert calls and max(calls) <= CPU_TOKENS_PER_CALL, (trim, calls)
+        if trim:
+            assert sum(calls) < ids.numel()  # padding cut
+        assert ours[0].shape == reference[0].shape
+        assert torch.allclose(ours[0], reference[0], atol=1e-4)
+        assert torch.allclose(ours[1], reference[1], atol=1e-4)
+        assert torch.allclose(ours[2], reference[2], rtol=1e-3, atol=1e-6)
+    assert reference[0].abs().sum() > 0
 
 
 def test_train_cli_rejects_openai_generation(tmp_path: Path) -> None:
@@ -631,3 +654,30 @@ def test_a_masked_row_keeps_its_reason_in_the_completions_log() -> None:
     assert record["status"] == "infra_error" and record["masked_because"] == "worker-1: the executor went away"
     cut = _completion_record("t/1", "```python\nx =", Scored(Judged("t/1", None, "unfinished", "fenced", "x ="), 0.0))
     assert cut["status"] == "unfinished" and "masked_because" not in cut
+
+
+def test_a_colocated_engine_is_sized_for_its_generation_batch() -> None:
+    """The engine's context: the longest prompt and completion (the model's limit in
+    multi-turn, ``vllm_max_model_length`` when set); its KV cache: one such sequence or a
+    whole generation batch, whichever is more, in the engine's dtype."""
+    from types import SimpleNamespace
+
+    from grpo_code.generation.vllm import KV_SPARE_TOKENS, kv_cache_bytes
+    from grpo_code.training.colocated import engine_size
+
+    config = SimpleNamespace(num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, hidden_size=576,
+                             max_position_embeddings=8192, dtype="torch.bfloat16")
+    per_token = 2 * 30 * 3 * 64 * 2  # keys and values, 30 layers, 3 heads of 64, bf16
+    mib = 1 << 20
+    assert kv_cache_bytes(config, "auto", 1000) == -(-per_token * (1000 + KV_SPARE_TOKENS) // mib) * mib
+    assert kv_cache_bytes(config, "float32", 1000) == -(-2 * per_token * (1000 + KV_SPARE_TOKENS) // mib) * mib
+    model = SimpleNamespace(config=config)
+    args = SimpleNamespace(max_completion_length=128, per_device_train_batch_size=4, steps_per_generation=2,
+                           vllm_max_model_length=None)
+    size = engine_size(model, 200, args, "auto")
+    assert size.max_model_len == 200 + 128 + 16
+    assert size.kv_bytes == kv_cache_bytes(config, "auto", 8 * 344)  # 4 rows x 2 steps per generation
+    turns = engine_size(model, 200, args, "auto", multi_turn=True)
+    assert turns.max_model_len == 8192 and turns.kv_bytes == kv_cache_bytes(config, "auto", 8192)
+    args.vllm_max_model_length = 1024
+    assert engine_size(model, 200, args, "auto").max_model_len == 1024

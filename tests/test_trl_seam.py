@@ -27,11 +27,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "grpo_code"
 TOUCH_POINTS = {
     "_get_train_sampler": "the prompt filter's sampler: TRL has no public way to choose it",
     "_get_per_token_logps_and_entropies": "train.trim_padding: no hook into TRL's forward pass",
-    "sync_weights": "the CPU build of vLLM cannot load weights TRL's way (reload_vllm_weights)",
-    "use_vllm": "rollouts ahead of the update: TRL's importance-sampling correction runs only with its vLLM flag, "
-                "which is set after __init__ with the worker's weight push as its engine",
+    "use_vllm": "our engine in TRL's place (the rollout worker ahead of the update; the CPU build's colocated "
+                "engine, whose KV cache TRL cannot size): TRL's importance-sampling correction and weight sync run "
+                "only with its vLLM flag, which is set after __init__ with our engine as vllm_generation",
 }
-"""Every private TRL/vLLM surface grpo-code touches, with its reason (at most four)."""
+"""Every private TRL/vLLM surface grpo-code touches, with its reason (at most three)."""
 
 
 class FixedSampler(Sampler[int]):
@@ -174,13 +174,14 @@ def _overrides() -> set[str]:
             and not n.name.startswith("__") and n.name in dir(__import__("trl").GRPOTrainer)}
 
 
-def test_the_private_touch_points_are_the_listed_four() -> None:
-    """Every private TRL method SeamTrainer overrides, and the one TRL method replaced on an
-    instance, is listed with its reason; nothing else in the package overrides TRL's privates."""
-    assert len(TOUCH_POINTS) <= 4
+def test_the_private_touch_points_are_the_listed_three() -> None:
+    """Every private TRL method SeamTrainer overrides, and the TRL attributes set on an
+    instance, are listed with their reasons; nothing else in the package overrides TRL's
+    privates or replaces a method of TRL's engine."""
+    assert len(TOUCH_POINTS) <= 3
     assert _overrides() == {k for k in TOUCH_POINTS if k.startswith("_")}
     seam = (PACKAGE / "training" / "trl_seam.py").read_text()
-    assert "generation.sync_weights = " in seam
+    assert "sync_weights = " not in seam
     assert "self.use_vllm = True" in seam and "self._last_loaded_step = -1" in seam
     trl_private = set(dir(__import__("trl").GRPOTrainer))
     for path in PACKAGE.rglob("*.py"):
@@ -293,7 +294,7 @@ def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_
 
 def test_a_rollout_worker_stands_in_for_trls_engine_and_its_log_probs_are_weighed(
         tiny_model_dir: Path, tmp_path: Path) -> None:
-    """Touch point 4: with ``use_rollout_worker`` TRL calls the push's ``sync_weights`` once
+    """Touch point 3: with ``use_engine`` TRL calls the push's ``sync_weights`` once
     per step, weighs the rollout's log-probs (truncated at ``clip_max``) and our clipped share
     of those ratios is logged with the step. Row 0's behaviour log-probs are far below the
     trainer's (a ratio past any cap), the others' at the trainer's own."""
@@ -338,7 +339,7 @@ def test_a_rollout_worker_stands_in_for_trls_engine_and_its_log_probs_are_weighe
     trainer = trl_seam.SeamTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=data,
                                    processing_class=tokenizer, rollout_func=rollout)
     push = Push()
-    trainer.use_rollout_worker(push)
+    trainer.use_engine(push, ahead=True)
     trainer.train()
     assert push.steps == [0, 1]
     logged = [h for h in trainer.state.log_history if "loss" in h]

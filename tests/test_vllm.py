@@ -20,12 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
 from grpo_code.generation.served import vllm_server
 
 pytestmark = pytest.mark.vllm
 GRPO_CODE = [sys.executable, "-m", "grpo_code.cli"]
-ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+ENV = dict(os.environ)
 
 
 def grpo_code(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -64,25 +63,37 @@ def hf_logprobs(model, ids: list[int]) -> list[float]:
     return logits.log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
 
 
-def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_model_dir: Path, monkeypatch):
-    """Touch point 3 of the TRL seam: after ``reload_vllm_weights``, vLLM's log-probs of a fixed
-    text are those of the changed weights, not of the ones it loaded."""
+def test_the_colocated_engine_is_sized_for_the_batch_and_follows_the_trained_weights(demo_model_dir: Path,
+                                                                                      monkeypatch):
+    """Touch point 3 of the TRL seam on the CPU build: our colocated engine's KV cache is what
+    the batch needs (not vLLM's whole GiB), and after ``sync_weights`` its log-probs of a
+    fixed text are those of the changed weights, not of the ones it loaded."""
+    from types import SimpleNamespace
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from vllm import LLM
 
-    from grpo_code.generation.vllm import cpu_build
-    from grpo_code.training.trl_seam import reload_vllm_weights
+    from grpo_code.generation.vllm import cpu_build, kv_cache_bytes
+    from grpo_code.training.colocated import ColocatedEngine, engine_size
 
-    # In this process, as TRL colocates it (the driver worker is reachable).
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(free_port())}.items():
-        monkeypatch.setenv(key, value)
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
     ids = tokenizer("def add(a, b):\n    \"\"\"Return the sum.\"\"\"\n    return a + b\n")["input_ids"]
     model = AutoModelForCausalLM.from_pretrained(demo_model_dir, dtype=torch.float32)
-    llm = LLM(model=str(demo_model_dir), dtype="float32", distributed_executor_backend="external_launcher",
-              max_model_len=256, seed=0, enforce_eager=True, gpu_memory_utilization=0.3)
+    args = SimpleNamespace(max_completion_length=128, per_device_train_batch_size=8, steps_per_generation=1,
+                           vllm_max_model_length=None)
+    size = engine_size(model, 100, args, "float32")
+    assert size.max_model_len == 100 + 128 + 16
+    assert size.kv_bytes == kv_cache_bytes(model.config, "float32", 8 * 244) < 100 << 20
+    accelerator = SimpleNamespace(process_index=0, local_process_index=0, num_processes=1,
+                                  unwrap_model=lambda m: m)
+    trainer = SimpleNamespace(accelerator=accelerator, model=model, weight_sync_s=None)
+    engine = ColocatedEngine(trainer, str(demo_model_dir), str(demo_model_dir), "float32", size, 0.3)
+    llm = engine.llm
+    if cpu_build():
+        assert llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == size.kv_bytes
     before = prompt_logprobs(llm, ids)
     initial = hf_logprobs(model, ids)
     torch.manual_seed(0)
@@ -90,15 +101,7 @@ def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.02)
     trained = hf_logprobs(model, ids)
-
-    class Generation:  # what reload_vllm_weights needs of TRL's VLLMGeneration
-        def __init__(self):
-            self.llm = llm
-
-        def _iter_named_params(self):
-            yield from ((name, p.data) for name, p in model.named_parameters())
-
-    reload_vllm_weights(Generation())
+    engine.sync_weights()
     after = prompt_logprobs(llm, ids)
 
     def gap(a, b):
@@ -107,7 +110,7 @@ def test_the_cpu_build_s_weight_sync_makes_vllm_follow_the_trained_weights(demo_
     assert gap(before, initial) < 0.02  # vLLM and transformers agree on the loaded weights
     assert gap(initial, trained) > 0.1  # the change is visible in the log-probs
     assert gap(after, trained) < 0.02 < gap(after, initial), (gap(after, trained), gap(after, initial))
-    assert cpu_build() or torch.cuda.is_available()
+    assert trainer.weight_sync_s is not None and trainer.weight_sync_s > 0
 
 
 def test_the_engine_loop_streams_rows_stops_one_and_seeds_each_row_on_its_own(demo_model_dir: Path):

@@ -5,9 +5,11 @@ Prompts are rendered with the model's own chat template (the same text the hf ba
 feeds), so both backends see identical prompts. LoRA adapter directories are served with
 ``LoRARequest`` on top of their base model.
 
-The CPU build: :func:`prepare_environment` (called before vLLM is imported, here and by
-``train``) sizes its KV cache for a small machine (``VLLM_CPU_KVCACHE_SPACE``, GiB; it
-takes 30% of RAM by default) and gives its worker every core of a small machine
+The CPU build: each engine's KV cache is sized by whoever starts it (``kv_cache_memory_bytes``:
+:data:`CPU_KV_CACHE_BYTES` for eval, what the batch needs for training,
+:func:`kv_cache_bytes`; the build takes 30% of RAM by default, and a user's
+``VLLM_CPU_KVCACHE_SPACE`` overrides both); :func:`prepare_environment` (called before vLLM
+is imported, here and by ``train``) gives its worker every core of a small machine
 (``VLLM_CPU_OMP_THREADS_BIND``), and a torchvision built for another torch, which breaks
 ``from vllm import LLM``, is named in the error with the command that fixes it.
 """
@@ -27,15 +29,19 @@ from grpo_code.generation.stream import END, LENGTH, STOP, WHOLE, Sample, TokenK
 from grpo_code.tasks.prompts import Prompt
 
 CPU_KVCACHE_GIB = "1"
-"""The CPU build's KV cache unless ``VLLM_CPU_KVCACHE_SPACE`` says otherwise: enough for
-the demo's batches (64 sequences of 256 tokens at the same speed as the default's 30% of
-RAM), and vLLM's process then takes about 4 GiB instead of 8."""
+"""The KV cache of a vLLM server started on the CPU build (``VLLM_CPU_KVCACHE_SPACE``, whole GiB)."""
+
+CPU_KV_CACHE_BYTES = 1 << 30
+"""The CPU build's KV cache in eval: enough for eval's batches (64 sequences of 256 tokens at
+the same speed as the default's 30% of RAM), and vLLM's process then takes about 4 GiB
+instead of 8."""
+
+KV_SPARE_TOKENS = 256
+"""Tokens of KV cache above what :func:`kv_cache_bytes` is asked for: vLLM rounds to whole blocks."""
 
 
 CPU_ENGINE: dict[str, Any] = {"enforce_eager": True}
-"""Engine settings of the CPU build in eval: no ``torch.compile`` (the engine TRL starts
-for colocated training gets the same through ``VLLM_CPU_CI_ENV``, :func:`prepare_environment`).
-On 2 cores a compiled engine starts about a minute later and generated no faster on the
+"""Engine settings of the CPU build: no ``torch.compile``. On 2 cores a compiled engine starts about a minute later and generated no faster on the
 learning check's batches (``scripts/bench_vllm.py`` and the measurements in docs/benchmarks.md)."""
 
 
@@ -55,8 +61,7 @@ SMALL_CPU = 4
 def prepare_environment() -> None:
     """Settings vLLM reads at import (each left alone when set): its log on stderr, where
     ours goes (stdout carries results, ``--json`` output among them), and for the CPU
-    build the KV-cache size, an engine that is not compiled, and, on a small machine, the
-    worker's cores.
+    build on a small machine the worker's cores.
 
     The CPU build binds its worker process to all cores but one by default, the one left
     for its scheduler; on 2 cores that halves the compute. Bound to both, the same eval
@@ -64,15 +69,47 @@ def prepare_environment() -> None:
     colocated engine (training) runs in the training process and binds nothing."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     if cpu_build():
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
-        # The engine TRL starts for colocated training takes no `enforce_eager`: without this
-        # the CPU build compiles its model with inductor at every start (the demo: 90 s
-        # outside its steps against 18 s). This is the CPU build's own switch to trace the
-        # model once and run it eagerly, as eval's engines do (CPU_ENGINE).
-        os.environ.setdefault("VLLM_CPU_CI_ENV", "1")
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) <= SMALL_CPU:
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
+
+
+def cpu_engine_args(kv_bytes: int) -> dict[str, Any]:
+    """What every engine of the CPU build is started with: eager (:data:`CPU_ENGINE`), a KV
+    cache of ``kv_bytes``, and prompts prefilled whole. The CPU build cannot rewind a seeded
+    request's generator when a step's token is dropped, which chunked prefill does to a
+    prompt cut across steps ("CPU Generator does not use offset"). Nothing on GPUs."""
+    if not cpu_build():
+        return {}
+    return {**CPU_ENGINE, "enable_chunked_prefill": False, "kv_cache_memory_bytes": int(kv_bytes)}
+
+
+def kv_cache_bytes(config: Any, dtype: str, tokens: int) -> int:
+    """The KV cache that holds ``tokens`` tokens of the model whose Hugging Face ``config`` is
+    given, its keys and values in ``dtype`` (``auto``: the config's): every layer's key and
+    value heads, plus :data:`KV_SPARE_TOKENS`, in whole MiB. The demo model (30 layers, 3 KV
+    heads of 64) takes 45 KiB a token in fp32, 22.5 in bf16."""
+    text = getattr(config, "text_config", None) or config
+    heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    if dtype == "auto":
+        dtype = str(getattr(text, "dtype", None) or getattr(config, "dtype", None) or "bfloat16")
+    width = 4 if "32" in dtype else 2
+    size = 2 * text.num_hidden_layers * heads * head_dim * width * (tokens + KV_SPARE_TOKENS)
+    return -(-size // (1 << 20)) << 20
+
+
+def in_process_engine(model_path: str, tokenizer_path: str, dtype: str, *, max_model_len: int, kv_bytes: int,
+                      seed: int, gpu_memory_utilization: float, trust_remote_code: bool = False) -> Any:
+    """A vLLM engine stepped in this process (``external_launcher``, as TRL colocates one; the
+    caller sets ``RANK``/``WORLD_SIZE``/``MASTER_*``), its log-probs those of the distribution
+    sampled from (temperature applied), as the trainer's."""
+    vllm = _vllm()
+    return vllm.LLM(model=model_path, tokenizer=tokenizer_path, dtype=dtype,
+                    gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                    distributed_executor_backend="external_launcher", seed=seed,
+                    max_num_batched_tokens=max(4096, max_model_len), logprobs_mode="processed_logprobs",
+                    trust_remote_code=trust_remote_code, **cpu_engine_args(kv_bytes))
 
 
 def _vllm() -> Any:
@@ -102,10 +139,7 @@ class VLLMGenerator:
         self.name = model.name
         self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer_path)
         self.style = prompt_style(self.tokenizer)
-        # The CPU build cannot rewind a seeded request's generator when a step's token is
-        # dropped, which chunked prefill does to a prompt cut across steps ("CPU Generator
-        # does not use offset"): there, prompts are prefilled whole.
-        extra = {**CPU_ENGINE, "enable_chunked_prefill": False} if cpu_build() else {}
+        extra = cpu_engine_args(CPU_KV_CACHE_BYTES)
         self.llm = vllm.LLM(model=model.path, tokenizer=model.tokenizer_path, dtype=dtype,
                             gpu_memory_utilization=gpu_memory_utilization, enable_lora=model.adapter is not None,
                             max_lora_rank=max_lora_rank, **extra)

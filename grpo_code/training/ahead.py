@@ -209,12 +209,6 @@ def staleness_line(counts: dict[int, int]) -> str:
 
 
 
-def max_model_len(model: Any, needed: int) -> int:
-    """The engine's context: the longest prompt and completion, within the model's own limit."""
-    limit = getattr(model.config, "max_position_embeddings", None)
-    return min(needed + 16, limit) if limit else needed + 16
-
-
 def split_cores(cores: Sequence[int]) -> tuple[list[int], list[int]]:
     """(the trainer's cores, the engine's): the engine gets the upper half, each side at least
     one core; on one core they share it."""
@@ -238,7 +232,8 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise RolloutWorkerError("train.max_staleness > 0 runs in one training process",
                                  "launch without accelerate's multi-process mode, or set train.max_staleness: 0")
-    longest = max(len(prompt_ids(tokenizer, trl_prompt(r["prompt"]))) for r in rows)
+    from grpo_code.training.colocated import engine_size, longest_prompt
+
     whole = (verifier.extractor, {t.id: t for t in tasks.tasks}, style) if cfg.train.stop_after_code else None
     trainer_cores, engine_cores = [], []
     if cpu_build() and os.environ.get("GRPO_CODE_ASYNC_CORES", "split") == "split":
@@ -247,8 +242,9 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
     if torch.cuda.is_available() and torch.cuda.device_count() > 1:
         gpu = str(torch.cuda.device_count() - 1)  # the engine on the last GPU, the trainer on the first
     dtype = cfg.model.dtype if cfg.model.dtype in ("float32", "bfloat16", "float16") else "auto"
+    size = engine_size(model, longest_prompt(tokenizer, rows), args, dtype)
     spec = WorkerSpec(resolved.path, resolved.tokenizer_path, dtype, training_sampling(args),
-                      max_model_len=max_model_len(model, longest + args.max_completion_length), probe_ids=probe_ids(tokenizer),
+                      max_model_len=size.max_model_len, kv_bytes=size.kv_bytes, probe_ids=probe_ids(tokenizer),
                       cores=engine_cores, trust_remote_code=cfg.model.trust_remote_code, whole=whole,
                       gpu_memory_utilization=cfg.generation.vllm_gpu_memory_utilization, gpu=gpu)
     worker = EngineWorker(spec, tokenizer, early, initial_version=-1 if resumed else 0)

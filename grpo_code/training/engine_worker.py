@@ -42,6 +42,8 @@ class WorkerSpec:
     dtype: str
     sampling: Sampling
     max_model_len: int
+    kv_bytes: int
+    """The KV cache of the CPU build's engine (:func:`~grpo_code.generation.vllm.kv_cache_bytes`)."""
     probe_ids: list[int]
     cores: list[int]
     """The CPU cores the engine computes on (empty: vLLM's own choice)."""
@@ -119,15 +121,11 @@ class Worker:
             os.environ["OMP_NUM_THREADS"] = str(len(spec.cores))
             torch.set_num_threads(len(spec.cores))
             bind_process(spec.cores)
-        from grpo_code.generation.vllm import CPU_ENGINE, _vllm, cpu_build
+        from grpo_code.generation.vllm import in_process_engine
 
-        vllm = _vllm()
-        extra = {**CPU_ENGINE, "enable_chunked_prefill": False} if cpu_build() else {}
-        return vllm.LLM(model=spec.model_path, tokenizer=spec.tokenizer_path, dtype=spec.dtype,
-                        gpu_memory_utilization=spec.gpu_memory_utilization, max_model_len=spec.max_model_len,
-                        distributed_executor_backend="external_launcher", seed=0, max_num_batched_tokens=4096,
-                        # The log-probs of the distribution sampled from (temperature applied), as the trainer's.
-                        logprobs_mode="processed_logprobs", trust_remote_code=spec.trust_remote_code, **extra)
+        return in_process_engine(spec.model_path, spec.tokenizer_path, spec.dtype, max_model_len=spec.max_model_len,
+                                 kv_bytes=spec.kv_bytes, seed=0, gpu_memory_utilization=spec.gpu_memory_utilization,
+                                 trust_remote_code=spec.trust_remote_code)
 
     # ----------------------------------------------------------------- loop
 

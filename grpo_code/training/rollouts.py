@@ -7,8 +7,10 @@ rollout generates through the same streaming interface eval uses
 
 - ``hf``: the decode loop of :mod:`grpo_code.generation.hf_decode` on the policy, unwrapped
   as TRL unwraps it for generation (ZeRO-3 parameters gathered);
-- ``vllm`` colocated: the engine TRL made and syncs, stepped here
-  (:func:`~grpo_code.generation.vllm.stream_engine`);
+- ``vllm`` colocated: on the CPU build our engine in TRL's place
+  (:mod:`grpo_code.training.colocated`), each row seeded; on GPUs the engine TRL made and
+  syncs (its prompts prefilled in chunks, so rows take the engine's random state); both
+  stepped here (:func:`~grpo_code.generation.vllm.stream_engine`);
 - ``vllm`` server, or an engine TRL must drive itself (tensor parallel, sleep mode): TRL's
   own ``VLLMGeneration.generate``, whole completions only.
 
@@ -249,10 +251,12 @@ def sample_rows(trainer: Any, prompt_ids: list[list[int]], seed: int, watch: Wat
                                          gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model:
             return decode(model, prompt_ids, sampling, seed, ends, tokenizer.pad_token_id, watch, tokenizer,
                           logprobs=False)
-    if streams(trainer):
+    if getattr(generation, "seeded", False) or streams(trainer):
         from grpo_code.generation.vllm import stream_engine
 
-        return stream_engine(generation.llm, prompt_ids, sampling, None, watch)
+        # Our colocated engine takes a seed per row; TRL's prefills in chunks and cannot.
+        row_seed = seed if getattr(generation, "seeded", False) else None
+        return stream_engine(generation.llm, prompt_ids, sampling, row_seed, watch)
     _, completion_ids, logprobs, _ = generation.generate(prompt_ids, None, 1)
     out = []
     for ids, lps in zip(completion_ids, logprobs or [None] * len(completion_ids), strict=True):

@@ -1,4 +1,4 @@
-"""Every place grpo-code touches TRL's internals, in one module: four, each pinned by a
+"""Every place grpo-code touches TRL's internals, in one module: three, each pinned by a
 test in ``tests/test_trl_seam.py`` (a TRL release that changes one fails that named test,
 not a training run).
 
@@ -10,37 +10,28 @@ keywords, timing through a callback. What has no public hook:
    prompts; TRL has no public way to choose the sampler. The hook gets TRL's repeat
    pattern (:class:`RepeatPattern`), which a sampler must keep.
 2. ``_get_per_token_logps_and_entropies``: the update's forward pass in groups of rows of
-   like length (``train.trim_padding``, :mod:`.packing`); TRL has no hook into its
-   forward pass.
-3. vLLM's CPU build, colocated: ``VLLMGeneration.sync_weights`` -> :func:`reload_vllm_weights`.
-   TRL copies the trained weights into vLLM one tensor at a time through the model's
-   ``load_weights``; the CPU build repacks linear layers after loading, so those tensors no
-   longer have a ``weight_loader`` (``'Parameter' object has no attribute
-   'weight_loader'``). vLLM's own ``reload_weights`` takes all the weights in checkpoint
-   format and repacks them again (a head tied to the embeddings is repacked too: it is
-   not among the weights loaded); the prefix cache is reset after it, as TRL does. LoRA
-   training syncs the same way, merged: TRL's parameter walk merges the adapter into the
-   base weights for vLLM, which is also what TRL does on GPUs.
-4. Rollouts ahead of the update (:mod:`.ahead`) -> :meth:`SeamTrainer.use_rollout_worker`:
-   the trainer has no engine of its own, yet TRL's importance-sampling correction (and its
-   weight sync before each generation call) run only when ``use_vllm`` is set; the flag is
-   set after ``__init__``, with ``vllm_generation`` the worker's weight push and
-   ``_last_loaded_step`` as TRL's ``__init__`` would set it. (The share of clipped
-   importance ratios is read from the batch ``compute_loss`` receives: public.)
+   like length (``train.trim_padding``, :mod:`.packing`), on a CPU of at most 512 tokens a
+   call; TRL has no hook into its forward pass.
+3. Our own engine where TRL expects its vLLM engine -> :meth:`SeamTrainer.use_engine`: the
+   rollout worker ahead of the update (:mod:`.ahead`) and, on vLLM's CPU build, the
+   colocated engine (:mod:`.colocated`: TRL's cannot size its KV cache nor load weights
+   into the CPU build's repacked layers). TRL's importance-sampling correction, and its
+   weight sync before each generation call, run only when ``use_vllm`` is set; the trainer
+   is built without it (TRL starts no engine), then the flag is set with
+   ``vllm_generation`` our engine (its ``sync_weights``) and ``_last_loaded_step`` as TRL's
+   ``__init__`` would set it. (The share of clipped importance ratios is read from the
+   batch ``compute_loss`` receives: public.)
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import torch
 from trl import GRPOTrainer
 
-from grpo_code.generation.vllm import cpu_build as vllm_cpu_build
-from grpo_code.training.packing import length_chunks
+from grpo_code.training.packing import CPU_TOKENS_PER_CALL, length_chunks
 
 
 @dataclass(frozen=True)
@@ -68,24 +59,17 @@ class SeamTrainer(GRPOTrainer):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._worker_push: Any = None
+        self._ahead = False
         self._clipped: list[float] = []
-        generation = getattr(self, "vllm_generation", None) if self.use_vllm else None
-        if generation is not None and generation.mode == "colocate" and vllm_cpu_build():
-            generation.sync_weights = partial(self._sync_cpu_vllm, generation)  # touch point 3
 
-    def _sync_cpu_vllm(self, generation: Any) -> None:
-        started = time.monotonic()
-        reload_vllm_weights(generation)
-        self.weight_sync_s = time.monotonic() - started
-
-    def use_rollout_worker(self, push: Any) -> None:
-        """Touch point 4: generation happens in a rollout worker; ``push.sync_weights()`` sends
-        it the policy, and TRL's importance-sampling correction weighs its log-probs."""
+    def use_engine(self, engine: Any, ahead: bool = False) -> None:
+        """Touch point 3: ``engine`` generates (its ``sync_weights()`` sends it the policy),
+        and TRL's importance-sampling correction weighs its log-probs; ``ahead``: it is the
+        rollout worker, which reads the sampler ahead of the trainer."""
         self.use_vllm = True
-        self.vllm_generation = push
+        self.vllm_generation = engine
         self._last_loaded_step = -1
-        self._worker_push = push
+        self._ahead = ahead
 
     # ----------------------------------------------------------------- hooks
 
@@ -101,7 +85,7 @@ class SeamTrainer(GRPOTrainer):
                                 self.num_iterations * self.args.steps_per_generation, self.args.seed)
         sampler = self.train_sampler(dataset, pattern)
         sampler = sampler if sampler is not None else super()._get_train_sampler(dataset)
-        if self._worker_push is not None:
+        if self._ahead:
             from grpo_code.training.ahead import LookaheadSampler
 
             self.lookahead = LookaheadSampler(sampler)
@@ -109,7 +93,7 @@ class SeamTrainer(GRPOTrainer):
         return sampler
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if self._worker_push is not None:
+        if self.use_vllm:
             share = clipped_share(inputs, self.vllm_importance_sampling_mode,
                                   self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
             if share is not None:
@@ -129,9 +113,14 @@ class SeamTrainer(GRPOTrainer):
                                            compute_entropy: bool = False, compute_aux_loss: bool = False,
                                            **kwargs: Any) -> Any:
         """TRL's per-token log-probs, computed in groups of rows of similar length, each group
-        cut to its widest row (:mod:`grpo_code.training.packing`); same values, less padding."""
+        cut to its widest row (:mod:`grpo_code.training.packing`); same values, less padding.
+        On a CPU a call takes at most ``CPU_TOKENS_PER_CALL`` tokens (the memory of TRL's
+        log-prob tiles), with the padding cut or not."""
         plain = super()._get_per_token_logps_and_entropies
+        budget = CPU_TOKENS_PER_CALL if input_ids.device.type == "cpu" else None
         if not self.trim_padding or compute_aux_loss or any(v is not None for v in kwargs.values()):
+            if budget:
+                batch_size = max(1, min(batch_size or input_ids.size(0), budget // input_ids.size(1)))
             return plain(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
                          compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **kwargs)
         mask = attention_mask.bool()
@@ -143,7 +132,7 @@ class SeamTrainer(GRPOTrainer):
         prompt_part = (prompt_width - first).clamp(min=0).tolist()
         completion_part = (end - prompt_width).clamp(min=0).tolist()
         logps, entropies, order = [], [], []
-        for rows in length_chunks(prompt_part, completion_part, batch_size):
+        for rows in length_chunks(prompt_part, completion_part, batch_size, max_tokens=budget):
             start = prompt_width - max(prompt_part[r] for r in rows)
             keep = max(1, max(completion_part[r] for r in rows))
             index = torch.tensor(rows, device=input_ids.device)
@@ -177,11 +166,3 @@ def clipped_share(output: dict[str, Any], mode: str, low: float | None, high: fl
         outside |= ratio < low
     total = int(keep.sum())
     return float((outside & keep).sum()) / total if total else None
-
-
-def reload_vllm_weights(generation: Any) -> None:
-    """Touch point 3: the trained weights into the CPU build of vLLM, all at once in checkpoint
-    format (vLLM repacks them), then a reset of its prefix cache."""
-    from grpo_code.generation.vllm import load_engine_weights
-
-    load_engine_weights(generation.llm, generation._iter_named_params())
