@@ -2,7 +2,8 @@
 
 Marked ``vllm`` (not ``gpu``): they run wherever vLLM is installed, CI included
 (``scripts/setup.sh`` installs the CPU build). Each starts a real engine on the demo model
-(about 35 s on 2 cores), so the set is small: the weight sync the CPU build needs, a LoRA step, eval
+(about 35 s on 2 cores), so the set is small: the colocated engine's size and weight sync,
+two seeded runs that repeat each other, a LoRA step, eval
 through vLLM with a LoRA adapter (completions stopped after their code), a training step colocated with scoring overlapped and
 completions stopped after their code, generation from a vLLM server on loopback
 (server-mode training needs CUDA: TRL syncs a server's weights over NCCL), and training
@@ -155,10 +156,36 @@ def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_
 
 
 @pytest.mark.docker
+def test_a_colocated_vllm_run_repeats_with_its_seed(docker_ready, tiny_vllm_model_dir, tmp_path):
+    """Two 2-step runs with the same seed on the colocated engine: the same completions, the
+    same rewards and the same trained weights (each row is seeded on the CPU build; on GPUs
+    TRL's engine takes no seed per row, so only the CPU build is held to it)."""
+    from safetensors.torch import load_file
+
+    from grpo_code.generation.vllm import cpu_build
+
+    if not cpu_build():
+        pytest.skip("TRL's engine on GPUs takes no seed per row")
+    settings = ("train.trl.max_steps=2", "train.trl.per_device_train_batch_size=8", "train.trl.num_generations=4",
+                "train.trl.learning_rate=1e-3", "generation.max_new_tokens=48", "generation.temperature=1.0",
+                "tasks.train_split=1-4", "train.seed=3", "sandbox.backend=docker", f"model.name={tiny_vllm_model_dir}")
+    runs = []
+    for name in ("first", "second"):
+        run = tmp_path / name
+        rows = train_step(run, "demo", *settings)
+        assert len(rows) == 16
+        runs.append(([(r["completion"], r["reward"]) for r in rows], load_file(str(run / "final" / "model.safetensors"))))
+    (rows_a, weights_a), (rows_b, weights_b) = runs
+    assert rows_a == rows_b
+    assert len({text for text, _ in rows_a}) > 1  # sampled, not one text
+    assert weights_a.keys() == weights_b.keys() and all(weights_a[k].equal(weights_b[k]) for k in weights_a)
+
+
+@pytest.mark.docker
 def test_a_lora_step_with_vllm_syncs_merged_weights_and_saves_the_adapter(docker_ready, demo_model_dir, tmp_path):
-    """LoRA training, vLLM colocated: TRL's parameter walk merges the adapter into the base
-    weights and the engine reloads those (on the CPU build through touch point 3, timed); the
-    run saves the adapter, which eval serves on its base (the test above)."""
+    """LoRA training, vLLM colocated: the adapter is merged into the base weights for the
+    engine (on the CPU build by our engine's sync, timed; on GPUs by TRL's parameter walk);
+    the run saves the adapter, which eval serves on its base (the test above)."""
     from grpo_code.generation.vllm import cpu_build
 
     run = tmp_path / "run"
