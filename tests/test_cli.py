@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,31 @@ def test_console_script_error_exit_codes() -> None:
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "sandbox.nope" in out.stderr
     out = subprocess.run([*cmd, "config", "show", "configs/demo.yaml"], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0 and out.stdout.startswith("name: demo")
+
+
+def test_after_an_error_what_vllm_or_triton_print_at_exit_goes_to_the_cache_log(tmp_path: Path) -> None:
+    # A command that fails with triton loaded: its leak report must not follow the error line.
+    script = (
+        "import atexit, sys, types\n"
+        "import typer\n"
+        "from grpo_code.cli.common import guarded\n"
+        "from grpo_code.errors import GrpoCodeError\n"
+        "sys.modules['triton'] = types.ModuleType('triton')\n"
+        "atexit.register(lambda: print('nanobind: leaked 3 instances!', file=sys.stderr))\n"
+        "def fails():\n"
+        "    raise GrpoCodeError('the run cannot start', 'fix the config')\n"
+        "try:\n"
+        "    guarded(fails)()\n"
+        "except typer.Exit as exc:\n"
+        "    sys.exit(exc.exit_code)\n"
+    )
+    env = {**os.environ, "GRPO_CODE_CACHE": str(tmp_path)}
+    env.pop("GRPO_CODE_DEBUG", None)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: the run cannot start")
+    assert "nanobind" not in done.stderr
+    assert (tmp_path / "logs" / "exit.log").read_text() == "nanobind: leaked 3 instances!\n"
 
 
 def test_what_libraries_print_at_exit_goes_to_the_run_log_not_after_the_summary(tmp_path: Path) -> None:

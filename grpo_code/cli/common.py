@@ -49,11 +49,13 @@ def guarded(fn: F) -> F:
             if debug_enabled():
                 raise
             eprint(f"error: {exc}")
+            quiet_after_error()
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             if debug_enabled():
                 raise
             eprint("error: interrupted (partial outputs are kept; rerun the command to continue)")
+            quiet_after_error()
             raise typer.Exit(130) from None
         except Exception as exc:  # a bug: say so on one line, traceback on demand
             if debug_enabled():
@@ -62,6 +64,7 @@ def guarded(fn: F) -> F:
                 f"error: unexpected {type(exc).__name__}: {exc} "
                 "(this is a bug; rerun with GRPO_CODE_DEBUG=1 for the traceback and report it)"
             )
+            quiet_after_error()
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -88,6 +91,28 @@ def split_overrides(args: list[str] | None) -> tuple[list[str], list[str]]:
     """Positional arguments -> (the others, the overrides), each in the order given."""
     args = args or []
     return [a for a in args if not is_override(a)], [a for a in args if is_override(a)]
+
+
+NOISY_AT_EXIT = ("vllm", "triton")
+"""Libraries that print at interpreter exit (vLLM's shutdown lines, nanobind's leak report
+for triton's objects)."""
+
+
+def quiet_after_error() -> None:
+    """After an error line, with a library loaded that prints at exit, what the process
+    writes from here on goes to ``<cache>/logs/exit.log`` (started anew), so the error stays
+    the last line on the screen."""
+    if not any(name in sys.modules for name in NOISY_AT_EXIT):
+        return
+    from grpo_code.paths import cache_dir
+
+    path = cache_dir() / "logs" / "exit.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    except OSError:
+        return
+    quiet_exit(path)
 
 
 def quiet_exit(log_path: Path) -> None:
