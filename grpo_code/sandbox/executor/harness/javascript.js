@@ -35,7 +35,8 @@ const { AssertionError } = assert;
 const { isFinite: isFinite_ } = Number;
 const String_ = String;
 const { runInThisContext, Script: { prototype: { runInThisContext: runScript } } } = vm;
-const { exit } = process;
+const { exit, stdout: STDOUT, stderr: STDERR } = process;
+const streamWrite = STDOUT.write;
 const REPORT_FD = 3;
 const JOB_FD = 4;
 const HERE = __filename;
@@ -326,7 +327,13 @@ function run() {
       return;
     }
     if (job.kind === 'serve') {
-      serve();
+      afterOutput(() => {
+        try {
+          serve();
+        } catch (err) {
+          failed(err);
+        }
+      });
       return;
     }
     if (job.kind === 'script') {
@@ -358,10 +365,29 @@ function run() {
     report('returned', ',"value":' + json);
     apply(exit, process, [0]);
   } catch (err) {
-    if (isAssertion(err)) reportAndExit('assertion', messageField(describe(err)));
-    else if (isOutOfMemory(err)) reportAndExit('memory');
-    else reportAndExit('runtime_error', messageField(describe(err)));
+    failed(err);
   }
+}
+
+function failed(err) {
+  if (isAssertion(err)) reportAndExit('assertion', messageField(describe(err)));
+  else if (isOutOfMemory(err)) reportAndExit('memory');
+  else reportAndExit('runtime_error', messageField(describe(err)));
+}
+
+// What the program printed and node still holds (its writes to a full pipe wait in node's
+// queue for the event loop) is written out before `then` runs. A judged test's program
+// process serves calls synchronously from then on and is killed once the judge is done,
+// so output still held would be lost: an empty write's callback runs after every write
+// queued before it.
+function afterOutput(then) {
+  let left = 2;
+  const one = () => {
+    left -= 1;
+    if (left === 0) then();
+  };
+  apply(streamWrite, STDOUT, ['', one]);
+  apply(streamWrite, STDERR, ['', one]);
 }
 
 run();
