@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -179,6 +180,43 @@ def test_a_colocated_vllm_run_repeats_with_its_seed(docker_ready, tiny_vllm_mode
     assert rows_a == rows_b
     assert len({text for text, _ in rows_a}) > 1  # sampled, not one text
     assert weights_a.keys() == weights_b.keys() and all(weights_a[k].equal(weights_b[k]) for k in weights_a)
+
+
+def test_a_training_rollout_on_the_cpu_build_samples_like_eval(tiny_vllm_model_dir: Path) -> None:
+    """The same engine, prompts, seed and settings give the same completions through eval's
+    vLLM backend and through a training rollout on a seeded engine (the CPU build's
+    colocated one): one streaming loop, one seeding rule."""
+    from test_rollouts import fake_trainer
+
+    from grpo_code.config import RewardsConfig, SandboxConfig
+    from grpo_code.generation.base import Sampling, resolve
+    from grpo_code.generation.vllm import VLLMGenerator
+    from grpo_code.rewards.functions import reward_verifier
+    from grpo_code.sandbox import Sandbox
+    from grpo_code.tasks import load_suite, render
+    from grpo_code.training.rollouts import PromptIndex, Rollouts
+
+    tasks = load_suite("demo").split("1-4").tasks[:2]
+    prompts = [render(t, "chat") for t in tasks]
+    sampling = Sampling(n=4, temperature=1.0, top_k=50, max_new_tokens=32)
+    eval_gen = VLLMGenerator(resolve(str(tiny_vllm_model_dir)), dtype="float32")
+    evaluated = eval_gen.generate(prompts, sampling, seed=3)
+    trainer = fake_trainer(None, eval_gen.tokenizer, sampling)
+    trainer.use_vllm = True
+    trainer.vllm_generation = SimpleNamespace(llm=eval_gen.llm, seeded=True)  # as ColocatedEngine
+    rows = [{"prompt": p.for_trl(), "task_id": t.id} for p, t in zip(prompts, tasks, strict=True)]
+    with Sandbox(SandboxConfig(backend="local", workers=2)) as sandbox:
+        verifier = reward_verifier(RewardsConfig(), sandbox, load_suite("demo").split("1-4"))
+        rollouts = Rollouts(PromptIndex(rows), verifier, "chat")
+        rollouts.seeds = lambda trainer: 3  # the seed eval was given
+        out = rollouts([r["prompt"] for r in rows for _ in range(4)], trainer)
+        verifier.close()
+    records = out["rollout"]
+    assert [r.text for r in records] == [c for per in evaluated for c in per]
+    assert [r.cut for r in records] == [c.cut for per in evaluated for c in per]
+    assert len({r.text for r in records}) > 1
+    assert out["logprobs"] is not None and all(len(lp) == len(r.completion_ids)
+                                               for lp, r in zip(out["logprobs"], records, strict=True))
 
 
 @pytest.mark.docker
