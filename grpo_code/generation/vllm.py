@@ -28,21 +28,21 @@ from grpo_code.generation.base import Done, Progress, ResolvedModel, Sampling, p
 from grpo_code.generation.stream import END, LENGTH, STOP, WHOLE, Sample, TokenKinds, Watch, sample_seed, text_watch
 from grpo_code.tasks.prompts import Prompt
 
-CPU_KVCACHE_GIB = "1"
-"""The KV cache of a vLLM server started on the CPU build (``VLLM_CPU_KVCACHE_SPACE``, whole GiB)."""
-
 CPU_KV_CACHE_BYTES = 1 << 30
 """The CPU build's KV cache in eval: enough for eval's batches (64 sequences of 256 tokens at
 the same speed as the default's 30% of RAM), and vLLM's process then takes about 4 GiB
 instead of 8."""
+
+CPU_KVCACHE_GIB = str(CPU_KV_CACHE_BYTES >> 30)
+"""The same for a vLLM server started on the CPU build (``VLLM_CPU_KVCACHE_SPACE``, whole GiB)."""
 
 KV_SPARE_TOKENS = 256
 """Tokens of KV cache above what :func:`kv_cache_bytes` is asked for: vLLM rounds to whole blocks."""
 
 
 CPU_ENGINE: dict[str, Any] = {"enforce_eager": True}
-"""Engine settings of the CPU build: no ``torch.compile``. On 2 cores a compiled engine starts about a minute later and generated no faster on the
-learning check's batches (``scripts/bench_vllm.py`` and the measurements in docs/benchmarks.md)."""
+"""Engine settings of the CPU build: no ``torch.compile``. On 2 cores a compiled engine
+starts about a minute later and generated no faster on the learning check's batches (``scripts/bench_vllm.py`` and the measurements in docs/benchmarks.md)."""
 
 
 def cpu_build() -> bool:

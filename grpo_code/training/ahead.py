@@ -232,7 +232,7 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise RolloutWorkerError("train.max_staleness > 0 runs in one training process",
                                  "launch without accelerate's multi-process mode, or set train.max_staleness: 0")
-    from grpo_code.training.colocated import engine_size, longest_prompt
+    from grpo_code.training.colocated import engine_dtype, engine_size, longest_prompt
 
     whole = (verifier.extractor, {t.id: t for t in tasks.tasks}, style) if cfg.train.stop_after_code else None
     trainer_cores, engine_cores = [], []
@@ -241,7 +241,7 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
     gpu = None
     if torch.cuda.is_available() and torch.cuda.device_count() > 1:
         gpu = str(torch.cuda.device_count() - 1)  # the engine on the last GPU, the trainer on the first
-    dtype = cfg.model.dtype if cfg.model.dtype in ("float32", "bfloat16", "float16") else "auto"
+    dtype = engine_dtype(cfg)
     size = engine_size(model, longest_prompt(tokenizer, rows), args, dtype)
     spec = WorkerSpec(resolved.path, resolved.tokenizer_path, dtype, training_sampling(args),
                       max_model_len=size.max_model_len, kv_bytes=size.kv_bytes, probe_ids=probe_ids(tokenizer),

@@ -18,7 +18,6 @@ itself. On GPUs TRL's engine is used as TRL builds it.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,12 +50,6 @@ def engine_size(model: Any, longest_prompt: int, args: Any, dtype: str, multi_tu
     return EngineSize(int(length), kv_cache_bytes(model.config, dtype, tokens))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ColocatedEngine:
     """The CPU build's engine in the training process, in TRL's ``vllm_generation`` slot."""
 
@@ -67,6 +60,7 @@ class ColocatedEngine:
     def __init__(self, trainer: Any, model_path: str, tokenizer_path: str, dtype: str, size: EngineSize,
                  gpu_memory_utilization: float, trust_remote_code: bool = False):
         from grpo_code.generation.vllm import in_process_engine
+        from grpo_code.training.engine_worker import free_port
 
         accelerator = trainer.accelerator
         # What vLLM's external launcher reads, as TRL sets it for its colocated engine.
@@ -74,7 +68,7 @@ class ColocatedEngine:
         os.environ["LOCAL_RANK"] = str(accelerator.local_process_index)
         os.environ["WORLD_SIZE"] = str(accelerator.num_processes)
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
         self.trainer = trainer
         self.size = size
         self.llm = in_process_engine(model_path, tokenizer_path, dtype, max_model_len=size.max_model_len,
@@ -103,10 +97,15 @@ def longest_prompt(tokenizer: Any, rows: Sequence[dict[str, Any]]) -> int:
     return max(len(prompt_ids(tokenizer, trl_prompt(r["prompt"]))) for r in rows)
 
 
+def engine_dtype(cfg: Any) -> str:
+    """The engine's dtype: the model's where it names one, else vLLM's ``auto``."""
+    return cfg.model.dtype if cfg.model.dtype in ("float32", "bfloat16", "float16") else "auto"
+
+
 def start_colocated(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
                     trainer: Any, log: Any) -> ColocatedEngine:
     """The colocated engine of a CPU-build run, in ``trainer``'s ``vllm_generation`` slot."""
-    dtype = cfg.model.dtype if cfg.model.dtype in ("float32", "bfloat16", "float16") else "auto"
+    dtype = engine_dtype(cfg)
     size = engine_size(model, longest_prompt(tokenizer, rows), trainer.args, dtype,
                        multi_turn=cfg.train.multi_turn.turns > 1)
     engine = ColocatedEngine(trainer, resolved.path, resolved.tokenizer_path, dtype, size,

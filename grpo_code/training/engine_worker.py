@@ -88,7 +88,7 @@ def bind_process(cores: list[int]) -> None:
             pass
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -109,7 +109,7 @@ class Worker:
         spec = self.spec
         # One engine in this process, stepped here: vLLM's in-process engine, as TRL's colocated one.
         os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                           "MASTER_PORT": str(_free_port()), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+                           "MASTER_PORT": str(free_port()), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
         if spec.gpu is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = spec.gpu
         if spec.cores:

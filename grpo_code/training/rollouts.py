@@ -251,12 +251,11 @@ def sample_rows(trainer: Any, prompt_ids: list[list[int]], seed: int, watch: Wat
                                          gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model:
             return decode(model, prompt_ids, sampling, seed, ends, tokenizer.pad_token_id, watch, tokenizer,
                           logprobs=False)
-    if getattr(generation, "seeded", False) or streams(trainer):
+    seeded = getattr(generation, "seeded", False)  # our colocated engine; TRL's prefills in chunks and cannot
+    if seeded or streams(trainer):
         from grpo_code.generation.vllm import stream_engine
 
-        # Our colocated engine takes a seed per row; TRL's prefills in chunks and cannot.
-        row_seed = seed if getattr(generation, "seeded", False) else None
-        return stream_engine(generation.llm, prompt_ids, sampling, row_seed, watch)
+        return stream_engine(generation.llm, prompt_ids, sampling, seed if seeded else None, watch)
     _, completion_ids, logprobs, _ = generation.generate(prompt_ids, None, 1)
     out = []
     for ids, lps in zip(completion_ids, logprobs or [None] * len(completion_ids), strict=True):

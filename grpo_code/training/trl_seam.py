@@ -93,7 +93,7 @@ class SeamTrainer(GRPOTrainer):
         return sampler
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if self.use_vllm:
+        if self._ahead:
             share = clipped_share(inputs, self.vllm_importance_sampling_mode,
                                   self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
             if share is not None:
