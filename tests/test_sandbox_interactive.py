@@ -4,6 +4,9 @@ and programs that attack the interactor, on both backends."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from conftest import BACKENDS, backend_sandbox
@@ -42,6 +45,27 @@ while True:
     else:
         lo = mid + 1
 '''
+GUESS_CPP = r'''#include <cstdio>
+#include "testlib.h"
+int main(int argc, char *argv[]) {
+    registerInteraction(argc, argv);
+    int n = inf.readInt();
+    for (int q = 0; q < 12; q++) {
+        std::string word = ouf.readToken();
+        int g = ouf.readInt();
+        if (word == "!") {
+            if (g == n) quitf(_ok, "guessed %d", n);
+            quitf(_wa, "%d is not n", g);
+        }
+        if (word != "?") quitf(_pe, "bad query");
+        std::printf("%s\n", n < g ? "<" : n > g ? ">" : "=");
+        std::fflush(stdout);
+    }
+    quitf(_wa, "more than 12 queries");
+}
+'''
+"""The same game as a testlib interactor in C++, compiled once (the test fixtures' testlib.h)."""
+HEADER = (Path(__file__).parent / "fixtures" / "testlib" / "testlib.h").read_text()
 LIMITS = Limits(timeout_s=2, memory_mb=256)
 
 
@@ -50,37 +74,48 @@ def sandbox(request):
     yield from backend_sandbox(request)
 
 
-def run(sandbox, program: str, inputs=("1", "500", "1000", "777"), interactor: str = GUESS):
+@pytest.fixture(params=["python", "cpp"])
+def game(request, sandbox):
+    """The guessing game's interactor in each language it can be written in."""
+    if request.param == "cpp" and sandbox.config.backend == "local" and shutil.which("g++") is None:
+        pytest.skip("the local backend compiles C++ interactors with this machine's g++, and it has none")
+    return GUESS if request.param == "python" else {"language": "cpp", "source": GUESS_CPP,
+                                                    "headers": {"testlib.h": HEADER}}
+
+
+def run(sandbox, program: str, inputs=("1", "500", "1000", "777"), interactor: str | dict = GUESS):
     tests = tuple(IoTest(stdin=i, stdout=None, interactor="guess") for i in inputs)
     [result] = sandbox.run([Job(program, tests, limits=LIMITS, interactors={"guess": interactor})])
     return result
 
 
-def test_a_right_program_passes_and_wrong_ones_fail(sandbox):
-    result = run(sandbox, RIGHT)
+def test_a_right_program_passes_and_wrong_ones_fail(sandbox, game):
+    result = run(sandbox, RIGHT, interactor=game)
     assert [t.verdict.value for t in result.tests] == ["pass"] * 4, result
-    result = run(sandbox, 'print("! 500", flush=True)\n')
+    result = run(sandbox, 'print("! 500", flush=True)\n', interactor=game)
     assert [t.verdict.value for t in result.tests] == ["fail", "pass", "fail", "fail"], result
     assert "wrong answer (the interactor's verdict)" in result.tests[0].message
     linear = 'for g in range(1, 1001):\n    print("?", g, flush=True)\n    if input() == "=":\n' \
              '        print("!", g, flush=True)\n        break\n'
-    result = run(sandbox, linear)
+    result = run(sandbox, linear, interactor=game)
     assert [t.verdict.value for t in result.tests] == ["pass", "fail", "fail", "fail"], result
     assert "more than 12 queries" in result.tests[1].message
 
 
-def test_stalling_flooding_and_leaving_early_are_the_programs_verdicts(sandbox):
-    assert {t.verdict.value for t in run(sandbox, "import time\ntime.sleep(30)\n").tests} == {"timeout"}
-    assert {t.verdict.value for t in run(sandbox, "while True:\n    print('? 1' * 1000)\n").tests} <= {"fail",
-                                                                                                        "timeout"}
-    left = run(sandbox, "pass\n")
+def test_stalling_flooding_and_leaving_early_are_the_programs_verdicts(sandbox, game):
+    assert {t.verdict.value for t in run(sandbox, "import time\ntime.sleep(30)\n", interactor=game).tests} == {
+        "timeout"}
+    assert {t.verdict.value for t in run(sandbox, "while True:\n    print('? 1' * 1000)\n", interactor=game).tests
+            } <= {"fail", "timeout"}
+    left = run(sandbox, "pass\n", interactor=game)
     assert {t.verdict.value for t in left.tests} == {"fail"}
-    assert "the program's output ended" in left.tests[0].message
-    crashed = run(sandbox, RIGHT + "raise ValueError('after the answer')\n")
+    said = "the program's output ended" if game is GUESS else "unexpected end of file"
+    assert said in left.tests[0].message
+    crashed = run(sandbox, RIGHT + "raise ValueError('after the answer')\n", interactor=game)
     assert {t.verdict.value for t in crashed.tests} <= {"pass", "runtime_error"}  # after its answer: racing the end
 
 
-def test_attacks_on_the_interactor_fail(sandbox):
+def test_attacks_on_the_interactor_fail(sandbox, game):
     if sandbox.config.backend != "docker":
         pytest.skip("signals every process: docker backend only")
     kill_all = ("import os, signal\nfor p in os.listdir('/proc'):\n    if p.isdigit() and int(p) not in "
@@ -94,7 +129,7 @@ def test_attacks_on_the_interactor_fail(sandbox):
     # The report channel is the program's own: a 'passed' line there decides nothing.
     forge = "import os\nos.write(3, b'{\"event\": \"completed\"}\\n')\nprint('! 1', flush=True)\n"
     for name, program in (("kill", kill_all), ("stop", stop_all), ("peek", peek), ("forge", forge)):
-        result = run(sandbox, program, inputs=("777",))
+        result = run(sandbox, program, inputs=("777",), interactor=game)
         assert result.tests[0].verdict.value in ("fail", "timeout", "runtime_error"), (name, result)
         assert result.status.value != "infra_error", (name, result)
 

@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import zlib
 from pathlib import Path
 
@@ -395,6 +396,72 @@ def test_codeforces_problems_interactive_ones_included(tmp_path: Path) -> None:
     assert check(suite, "--solutions", str(path))["file"]["passed"] == 2
     path.write_text(json.dumps({"task_id": "cf/1999/C", "solution": "print('! 500', flush=True)\n"}) + "\n")
     assert check(suite, "--solutions", str(path))["file"]["passed"] == 0
+
+
+TESTLIB = Path(__file__).parent / "fixtures" / "testlib" / "testlib.h"
+ANY_DIVISOR = r'''#include "testlib.h"
+int main(int argc, char *argv[]) {
+    registerTestlibCmd(argc, argv);
+    long long n = inf.readLong(), d = ouf.readLong();
+    if (d <= 1 || d >= n || n % d != 0) quitf(_wa, "%lld is not a proper divisor of %lld", d, n);
+    quitf(_ok, "a proper divisor");
+}
+'''
+
+BISECT = r'''#include <cstdio>
+#include "testlib.h"
+int main(int argc, char *argv[]) {
+    registerInteraction(argc, argv);
+    int n = inf.readInt();
+    for (int q = 0; q < 11; q++) {
+        std::string word = ouf.readToken();
+        int k = ouf.readInt();
+        if (word == "!") {
+            if (k == n) quitf(_ok, "found");
+            quitf(_wa, "%d is not n", k);
+        }
+        std::printf("%s\n", n <= k ? "yes" : "no");
+        std::fflush(stdout);
+    }
+    quitf(_wa, "too many queries");
+}
+'''
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the local backend compiles checkers with g++")
+def test_codeforces_checkers_and_interactors_run_with_testlib(tmp_path: Path, tmp_cache: Path) -> None:
+    """--testlib: a problem with several right answers takes its C++ checker, an interactive
+    one its C++ interactor (each compiled once, testlib.h from the suite's include/); without
+    it, exact comparison and needs_checker (and a C++ interactor is unreadable)."""
+    record = cf_record(id="1999/D", description="Print a proper divisor of n.", generated_checker=ANY_DIVISOR,
+                       examples=[{"input": "12\n", "output": "2\n"}],
+                       official_tests=[{"input": "12\n", "output": "2\n"}, {"input": "35\n", "output": "5\n"}])
+    interactive = cf_record(id="1999/E", interaction_format="Ask ? k (is n at most k?), answer ! n.",
+                            interactor=BISECT, official_tests=[{"input": "777", "output": ""}, {"input": "1", "output": ""}])
+    src = tmp_path / "cf.jsonl"
+    src.write_text(json.dumps(record) + "\n" + json.dumps(interactive) + "\n")
+    result = runner.invoke(app, ["tasks", "convert", "codeforces", str(src), str(tmp_path / "cf"), "--testlib",
+                                 str(TESTLIB)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cf" / "include" / "testlib.h").read_text() == TESTLIB.read_text()
+    task, asked = [json.loads(line) for line in (tmp_path / "cf" / "tasks.jsonl").read_text().splitlines()]
+    assert asked["interactors"] == {"interactor": {"language": "cpp", "source": BISECT}}
+    assert task["checkers"] == {"checker": {"language": "cpp", "source": ANY_DIVISOR}}
+    assert [t.get("checker") for t in task["tests"]] == ["checker", "checker"] and "needs_checker" not in task["metadata"]
+    largest = "n = int(input())\nprint(max(d for d in range(2, n) if n % d == 0))\n"  # 6 and 7: not the dataset's
+    path = tmp_path / "solutions.jsonl"
+    bisect = ("lo, hi = 1, 1000\nwhile lo < hi:\n    m = (lo + hi) // 2\n    print('?', m, flush=True)\n"
+              "    lo, hi = (lo, m) if input() == 'yes' else (m + 1, hi)\nprint('!', lo, flush=True)\n")
+    for task_id, program, passed in (("cf/1999/D", largest, 1), ("cf/1999/D", "print(1)\n", 0),
+                                     ("cf/1999/D", "print(int(input()))\n", 0), ("cf/1999/E", bisect, 1),
+                                     ("cf/1999/E", "print('! 777', flush=True)\n", 0)):
+        path.write_text(json.dumps({"task_id": task_id, "solution": program}) + "\n")
+        assert check(tmp_path / "cf", "--solutions", str(path))["file"]["passed"] == passed, program
+    src.write_text(json.dumps(record) + "\n")
+    plain = runner.invoke(app, ["tasks", "convert", "codeforces", str(src), str(tmp_path / "exact")])
+    assert plain.exit_code == 0 and "give them a checker" in plain.output
+    wrong = runner.invoke(app, ["tasks", "convert", "taco", str(src), str(tmp_path / "x"), "--testlib", str(TESTLIB)])
+    assert wrong.exit_code == 2 and "--testlib does not apply to taco" in wrong.output
 
 
 @pytest.mark.parametrize("change, reason", [

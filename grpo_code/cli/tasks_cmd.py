@@ -8,6 +8,7 @@ and ``check`` runs under its ``sandbox`` section.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -120,6 +121,9 @@ def convert(
         help="livecodebench: keep contests from this day (YYYY-MM-DD, included).")] = None,
     until: Annotated[str | None, typer.Option(
         help="livecodebench: keep contests up to this day (YYYY-MM-DD, included).")] = None,
+    testlib: Annotated[Path | None, typer.Option(
+        help="codeforces: testlib.h, copied to DST/include/; problems with a checker are then judged by it "
+             "instead of by exact comparison, and C++ interactors run (each compiled once where the tests run).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Write the readable records' tasks and list the unreadable ones "
@@ -161,6 +165,13 @@ def convert(
         options["split"] = split
     elif split is not None:
         raise SuiteError(f"--split does not apply to {fmt}", "it sets the split of codecontests, apps, taco and codeforces tasks")
+    if testlib is not None:
+        if fmt != "codeforces":
+            raise SuiteError(f"--testlib does not apply to {fmt}",
+                             "it gives codeforces problems their C++ checkers and interactors")
+        if not testlib.is_file():
+            raise SuiteError(f"--testlib {testlib}: no such file", "give the path of testlib.h (datasets ship it)")
+        options["testlib"] = True
     if tests is not None:
         if fmt not in ("codecontests", "evalplus"):
             raise SuiteError(f"--tests does not apply to {fmt}",
@@ -186,6 +197,11 @@ def convert(
     meta = {"description": f"converted from {Path(src).name} ({fmt} format)", "source": src}
     suite = replace(suite, **meta, skipped=tuple(skipped))
     write_suite(suite, dst)
+    if testlib is not None:
+        from grpo_code.tasks.suite import INCLUDE_DIR
+
+        (dst / INCLUDE_DIR).mkdir(exist_ok=True)
+        shutil.copyfile(testlib, dst / INCLUDE_DIR / "testlib.h")
     typer.echo(f"wrote {len(suite)} tasks to {dst} (splits: "
                + ", ".join(f"{k} {v}" for k, v in sorted(suite.splits.items())) + ")")
     if skipped:
@@ -193,7 +209,7 @@ def convert(
     unjudged = [t.id for t in suite.tasks if t.metadata.get("needs_checker")]
     if unjudged:
         typer.echo(f"{len(unjudged)} tasks accept any of several answers but their tests compare exactly "
-                   "(metadata.needs_checker): give them a checker (docs/tasks.md)")
+                   "(metadata.needs_checker): give them a checker (docs/tasks.md; codeforces: --testlib PATH)")
 
 
 @command(app, "check")

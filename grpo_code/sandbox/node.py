@@ -19,7 +19,7 @@ from typing import Any
 
 from grpo_code.config import SandboxConfig
 from grpo_code.errors import SandboxError
-from grpo_code.sandbox import docker_backend, engine, local_backend
+from grpo_code.sandbox import checker_image, docker_backend, engine, local_backend, native_checker
 from grpo_code.sandbox.executor.calls import NOT_RUN_MESSAGE
 from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.image import default_image
@@ -155,6 +155,9 @@ class NodeSandbox:
 
     def _execute(self, pool: WorkerPool, job: Job, wire: dict[str, Any]) -> Result:
         start = time.monotonic()
+        # C++ checkers as binaries, compiled once (docker: in the C++ image; local: with g++).
+        wire = native_checker.compiled_wire(wire, checker_image.compile_checker if self.backend == "docker"
+                                            else native_checker.compile_on_host)
         held = held_wire(wire) if job.language == "python" and not job.record else None
         if held is not None:
             # Large expected values stay here: an answer written exactly as one passes on its

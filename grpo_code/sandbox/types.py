@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from grpo_code.errors import SandboxError
+from grpo_code.sandbox import native_checker
 from grpo_code.sandbox.encoded import EncodedTests, encode_tests
 from grpo_code.sandbox.executor import codec
 from grpo_code.sandbox.languages import CALL_TESTS, LANGUAGES
@@ -309,11 +310,13 @@ class Job:
     """The function the tests are about. Python script tests take every name from the
     program except builtins (a program's own ``abs`` must not judge its answers); the
     entry point is taken from the program even when it shadows one (MBPP's ``sum``)."""
-    checkers: dict[str, str] = field(default_factory=dict)
-    """Checkers by name: Python source defining ``check(input, expected, output)``, trusted
-    suite code that the judge runs once the program is done (docs/sandbox.md, Checkers)."""
-    interactors: dict[str, str] = field(default_factory=dict)
-    """Interactors by name: Python source, trusted suite code that talks with the program of
+    checkers: dict[str, Any] = field(default_factory=dict)
+    """Checkers by name: Python source defining ``check(input, expected, output)``, or a C++
+    checker in testlib's style (``{"language": "cpp", "source", "headers"}``, compiled once:
+    :mod:`~grpo_code.sandbox.native_checker`), trusted suite code that the judge runs once the
+    program is done (docs/sandbox.md, Checkers)."""
+    interactors: dict[str, Any] = field(default_factory=dict)
+    """Interactors by name: Python source or C++ (testlib's, as checkers), trusted suite code that talks with the program of
     an interactive io test over its stdin and stdout and decides by its exit code, testlib's
     (0 accepted, 1 wrong answer, 2 presentation error, 3 a failure of the interactor itself;
     docs/sandbox.md, Interactive tests)."""
@@ -338,12 +341,16 @@ class Job:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tests", tuple(self.tests))
-        _want(isinstance(self.checkers, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                                       for k, v in self.checkers.items()),
-              "checkers", "must map names to Python source")
-        _want(isinstance(self.interactors, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                                          for k, v in self.interactors.items()),
-              "interactors", "must map names to Python source")
+        _want(isinstance(self.checkers, dict) and all(isinstance(k, str) for k in self.checkers),
+              "checkers", "must map names to checkers")
+        for name, found in self.checkers.items():
+            wrong = native_checker.problem(found)
+            _want(wrong is None, f"checkers.{name}", wrong or "")
+        _want(isinstance(self.interactors, dict) and all(isinstance(k, str) for k in self.interactors),
+              "interactors", "must map names to interactors")
+        for name, found in self.interactors.items():
+            wrong = native_checker.problem(found)
+            _want(wrong is None, f"interactors.{name}", wrong or "")
         for i, test in enumerate(self.tests):
             _want(self.language == "python" or "." not in getattr(test, "fn", ""), f"tests[{i}].fn",
                   "names a method (Class.method), which only Python call tests take")
@@ -355,6 +362,9 @@ class Job:
             checker = getattr(test, "checker", None)
             _want(checker is None or checker in self.checkers, f"tests[{i}].checker",
                   f"names {checker!r}, which the job's checkers do not define")
+            _want(checker is None or not native_checker.is_native(self.checkers[checker]) or test.kind == "io",
+                  f"tests[{i}].checker", f"names the C++ checker {checker!r}, which judges io tests only (testlib's "
+                  "input, output and answer files)")
             _want(self.record or checker is not None or getattr(test, "has_expected", True), f"tests[{i}]",
                   "has no expected value (only a record job, or a test with a checker, may leave it out; "
                   "tasks fill it in from their reference)")

@@ -9,12 +9,15 @@ and for interactive problems ``interactor`` (its source).
 
 Each becomes an ``instruct`` task with the statement as Codeforces shows it, the official
 tests (the examples where there are none) as ``io`` tests, and the problem's limits. A
-problem with a checker is judged by exact comparison and marked ``metadata.needs_checker``
-(a right answer other than the dataset's may fail: C++ checkers are not compiled here
-yet). An interactive problem takes a Python interactor (``interactor`` holding Python,
-with ``test_input`` the test's input; docs/sandbox.md, Interactive tests); one whose
-interactor is C++ cannot be run yet and is unreadable, saying so, as are problems read
-from files and those open-r1 marks not executable.
+problem with a checker is judged by it when the conversion is given testlib.h
+(``testlib=True``; ``tasks convert codeforces --testlib PATH`` puts the header in the
+suite's ``include/``): the checker's source becomes the task's C++ checker ``checker``
+(docs/tasks.md, C++ checkers), compiled once where the tests run. Without it such a problem
+is judged by exact comparison and marked ``metadata.needs_checker`` (a right answer other
+than the dataset's may fail). An interactive problem takes its interactor: C++ (testlib's,
+as open-r1 ships them; needs testlib.h as checkers do, else the record is unreadable and
+says so) or Python (``test_input`` the test's input; docs/sandbox.md, Interactive tests).
+Problems read from files and those open-r1 marks not executable are unreadable.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ def _is_cpp(source: str) -> bool:
     return "#include" in source or "int main" in source
 
 
-def codeforces(records: list[Record], source: str = "codeforces", split: str | None = None) -> list[Record]:
+def codeforces(records: list[Record], source: str = "codeforces", split: str | None = None,
+               testlib: bool = False) -> list[Record]:
     """open-r1's Codeforces problems (see the module's docstring)."""
 
     def one(r: Record, i: int, where: str) -> Record:
@@ -80,10 +84,10 @@ def codeforces(records: list[Record], source: str = "codeforces", split: str | N
             source = r.get("interactor")
             if not isinstance(source, str) or not source.strip():
                 raise RecordError(f"{where}: interactor", "an interactive problem without its interactor")
-            if _is_cpp(source):
-                raise RecordError(f"{where}: interactor", "a C++ (testlib) interactor, which is not compiled here "
-                                  "yet; give a Python one", "remove the record")
-            task["interactors"] = {"interactor": source}
+            if _is_cpp(source) and not testlib:
+                raise RecordError(f"{where}: interactor", "a C++ (testlib) interactor, which needs testlib.h",
+                                  "convert with --testlib PATH")
+            task["interactors"] = {"interactor": {"language": "cpp", "source": source} if _is_cpp(source) else source}
             task["tests"] = [{"kind": "io", "stdin": given, "interactor": "interactor"} for given, _ in pairs]
         else:
             task["tests"] = [io_test(given, wanted) for given, wanted in pairs]
@@ -91,8 +95,13 @@ def codeforces(records: list[Record], source: str = "codeforces", split: str | N
         limits = _limits(r.get("time_limit"), r.get("memory_limit"), where)
         if limits:
             task["limits"] = limits
-        if isinstance(r.get("generated_checker"), str) and r["generated_checker"].strip() and not interactive:
-            meta["needs_checker"] = True  # exact comparison may fail a right answer: see the module's docstring
+        checker = r.get("generated_checker")
+        if isinstance(checker, str) and checker.strip() and not interactive:
+            if testlib:
+                task["checkers"] = {"checker": {"language": "cpp", "source": checker}}
+                task["tests"] = [{**t, "checker": "checker"} for t in task["tests"]]
+            else:
+                meta["needs_checker"] = True  # exact comparison may fail a right answer: see the module's docstring
         if r.get("official_tests_complete") is False:
             meta["official_tests_complete"] = False
         return task

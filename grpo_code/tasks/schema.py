@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from grpo_code.errors import SandboxError, SuiteError
+from grpo_code.sandbox import native_checker
 from grpo_code.sandbox.types import (
     ISOLATION,
     LANGUAGES,
@@ -48,7 +49,7 @@ class Task:
     """A full program that passes every test (for complete mode: prefix + body)."""
     limits: Limits = field(default_factory=Limits)
     metadata: dict[str, Any] = field(default_factory=dict)
-    checkers: dict[str, str] = field(default_factory=dict)
+    checkers: dict[str, Any] = field(default_factory=dict)
     """Checkers the tests name (docs/sandbox.md, Checkers): Python ``check(input, expected, output)``."""
     public_tests: tuple[TestCase, ...] = ()
     """Tests the model may see: multi-turn feedback runs them and quotes the first that fails
@@ -177,8 +178,10 @@ def task_from_dict(
     default_language: str = "python",
     default_mode: str = "instruct",
     default_limits: Limits | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Task:
-    """Validate one task record; ``where`` (e.g. ``tasks.jsonl:12``) prefixes every error."""
+    """Validate one task record; ``where`` (e.g. ``tasks.jsonl:12``) prefixes every error.
+    ``headers``: the suite's ``include/`` files, given to its C++ checkers and interactors."""
 
     def bad(fld: str, problem: str) -> SuiteError:
         return SuiteError(f"{where}: {fld}: {problem}", "fix the task record; the format is in docs/tasks.md")
@@ -229,12 +232,24 @@ def task_from_dict(
     if not isinstance(metadata, dict):
         raise bad("metadata", "must be an object")
     checkers = data.get("checkers") or {}
-    if not isinstance(checkers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in checkers.items()):
-        raise bad("checkers", "must map names to Python source defining check(input, expected, output)")
+    if not isinstance(checkers, dict) or not all(isinstance(k, str) for k in checkers):
+        raise bad("checkers", "must map names to Python source defining check(input, expected, output), or to "
+                              "C++ checkers (docs/tasks.md)")
+    for name, found in checkers.items():
+        wrong = native_checker.problem(found)
+        if wrong is not None:
+            raise bad(f"checkers.{name}", wrong)
     interactors = data.get("interactors") or {}
-    if not isinstance(interactors, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                    for k, v in interactors.items()):
-        raise bad("interactors", "must map names to Python source (docs/sandbox.md, Interactive tests)")
+    if not isinstance(interactors, dict) or not all(isinstance(k, str) for k in interactors):
+        raise bad("interactors", "must map names to interactors (docs/sandbox.md, Interactive tests)")
+    for name, found in interactors.items():
+        wrong = native_checker.problem(found)
+        if wrong is not None:
+            raise bad(f"interactors.{name}", wrong)
+    if headers:  # the suite's include/ files, for its C++ checkers and interactors (their own headers win)
+        checkers, interactors = ({k: {**c, "headers": {**headers, **(c.get("headers") or {})}}
+                                  if native_checker.is_native(c) else c for k, c in named.items()}
+                                 for named in (checkers, interactors))
     for i, test in enumerate(tests):
         if getattr(test, "interactor", None) is not None and test.interactor not in interactors:
             raise bad(f"tests[{i}].interactor", f"{test.interactor!r} is not in the task's interactors "
@@ -242,6 +257,8 @@ def task_from_dict(
         name = getattr(test, "checker", None)
         if name is not None and name not in checkers:
             raise bad(f"tests[{i}].checker", f"{name!r} is not in the task's checkers ({', '.join(checkers) or 'none'})")
+        if name is not None and native_checker.is_native(checkers[name]) and test.kind != "io":
+            raise bad(f"tests[{i}].checker", f"{name!r} is a C++ checker, which judges io tests only")
         if not getattr(test, "has_expected", True) and name is None and data.get("reference") is None:
             raise bad(f"tests[{i}]", "has no expected value, and the task has no reference to compute it from "
                                      "(give the expected value, a reference, or a checker)")

@@ -155,6 +155,19 @@ def _limits(data: Any, where: str) -> Limits:
         raise SuiteError(f"{where}: {exc.field}: {exc.problem}", "see docs/tasks.md") from None
 
 
+INCLUDE_DIR = "include"
+"""A suite directory's headers for its C++ checkers (testlib.h), docs/tasks.md."""
+
+
+def include_headers(path: Path) -> dict[str, str]:
+    """The files of ``path/include`` by name (none: an empty dict)."""
+    folder = path / INCLUDE_DIR
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.read_text(errors="replace") for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.startswith(".")}
+
+
 def load_suite_dir(path: Path) -> Suite:
     """Load ``suite.yaml`` + ``tasks.jsonl`` from a directory, validating every line."""
     meta_path, tasks_path = path / "suite.yaml", path / "tasks.jsonl"
@@ -166,6 +179,7 @@ def load_suite_dir(path: Path) -> Suite:
     mode = meta.get("mode", "instruct")
     tasks = []
     seen: dict[str, int] = {}
+    headers = include_headers(path)
     with tasks_path.open() as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -179,7 +193,7 @@ def load_suite_dir(path: Path) -> Suite:
             except ValueError as exc:  # an integer past Python's 4300-digit limit
                 raise SuiteError(f"{where}: {exc}".split(";")[0],
                                  'write large integers as {"$i": "0x..."} (docs/sandbox.md, Values)') from None
-            task = task_from_dict(record, where, language, mode, limits)
+            task = task_from_dict(record, where, language, mode, limits, headers)
             if task.id in seen:
                 raise SuiteError(f"{where}: id: {task.id!r} already used on line {seen[task.id]}", "ids must be unique")
             seen[task.id] = lineno

@@ -30,6 +30,8 @@ INTERACTOR_FAILED = 3
 """testlib's exit code for a failure of the judge's own code (here: an exception it did not
 expect, or code that does not compile)."""
 MESSAGE_BYTES = 4096
+OUTPUT_FILE = 16 << 20
+"""What a C++ interactor may write to its output file (testlib's ``tout``, which no checker reads here)."""
 
 
 def interact_one(request: dict, fds: list[int], compiled: dict) -> dict:
@@ -40,8 +42,9 @@ def interact_one(request: dict, fds: list[int], compiled: dict) -> dict:
     as ``answer``); its exit code is the verdict, its stderr the message. Reading past the
     program's output (``EOFError``) or writing to a program that is gone (``BrokenPipeError``)
     is a wrong answer; any other exception is the interactor's failure (exit 3)."""
-    from_program, to_program = fds
-    code = _compiled(request["code"], compiled)
+    from_program, to_program = fds[:2]
+    native = request.get("native") is True  # a compiled C++ interactor (testlib's), in fds[2]
+    code = None if native else _compiled(request["code"], compiled)
     if _type(code) is str:
         for fd in fds:
             os.close(fd)
@@ -55,6 +58,12 @@ def interact_one(request: dict, fds: list[int], compiled: dict) -> dict:
         return {"event": "interacted", "code": None, "signal": None,
                 "message": f"the interactor could not be started ({exc.strerror or exc}): the program's "
                            "processes hold what it needs"}
+    if pid == 0 and native:  # testlib's interactor INPUT OUTPUT ANSWER, its stdio the program's pipes
+        from .native_check import become
+
+        files = [spawn.memfd(name, (request.get(key) or "").encode("utf-8", "replace"))
+                 for name, key in (("input", "input"), ("output", None), ("answer", "answer"))]
+        become(fds[2], "interactor", files, (from_program, to_program, err_w), request["memory_mb"], None, OUTPUT_FILE)
     if pid == 0:  # the interactor; never returns into the judge's loop
         status = INTERACTOR_FAILED
         try:

@@ -343,10 +343,17 @@ def _check_one(request: dict, fds: list[int], compiled: dict) -> dict:
     processes are gone; nothing here talks to them."""
     import marshal
 
-    (fd,) = fds
+    fd = fds[0]
     try:
         with os.fdopen(fd, "rb") as f:
             values = marshal.loads(f.read())
+        if request.get("native"):  # a compiled C++ checker, in a process of its own
+            from .native_check import check_native
+
+            try:
+                return check_native(values, fds[1], request["memory_mb"], request["cpu_s"])
+            finally:
+                os.close(fds[1])
         code = _compiled(request["code"], compiled, CHECKER_NAME)
         if _type(code) is str:
             return {"ok": False, "message": f"checker: {code}"}

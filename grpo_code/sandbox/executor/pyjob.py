@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import marshal
 import os
@@ -132,36 +133,51 @@ def output_cap(test: dict, out_limit: int) -> int:
 def checker_for(job: dict, timeout_s: float):
     """The ``check`` callback of :class:`verdict.Outcome` for the tests of ``job``."""
 
+    binaries: dict[str, bytes] = {}
+
     def check(test: dict, input_tree, expected_tree, output_tree, output_plain: bool = True) -> tuple[str, str]:
-        source = (job.get("checkers") or {}).get(test["checker"])
+        name = test["checker"]
+        source = (job.get("checkers") or {}).get(name)
         if source is None:
-            raise verdict.HarnessFailure(f"the job has no checker named {test['checker']!r}")
+            raise verdict.HarnessFailure(f"the job has no checker named {name!r}")
+        if type(source) is dict:  # a C++ checker the host compiled (host: sandbox/native_checker.py)
+            if name not in binaries:
+                binaries[name] = base64.b64decode(source["binary"], validate=True)
+            source = binaries[name]
         return run_checker(source, (input_tree, expected_tree, output_tree), output_plain,
                            max(CHECKER_MIN_S, 2 * timeout_s), int(job["limits"]["memory_mb"]))
 
     return check
 
 
-def run_checker(source: str, trees: tuple, output_plain: bool, timeout_s: float, memory_mb: int) -> tuple[str, str]:
+def run_checker(source: str | bytes, trees: tuple, output_plain: bool, timeout_s: float,
+                memory_mb: int) -> tuple[str, str]:
     """Ask the judge to run a checker (trusted suite code) on a finished test. The values
     travel undecoded, as trees (``input`` and ``expected`` in the suite's form, ``output``
     as the program sent it), in a memory file; the judge decodes them under its limits. A
     checker that fails, hangs or dies rejects the answer, with a message that says so
-    (``tasks check`` shows it on the reference)."""
+    (``tasks check`` shows it on the reference). ``source``: Python source, or the binary
+    of a compiled C++ checker (sent as a second memory file)."""
     try:
         payload = marshal.dumps({"input": trees[0], "expected": trees[1], "output": trees[2], "plain": output_plain})
     except ValueError as exc:  # nested past marshal's depth
         return "fail", f"checker: cannot pass the values ({exc})"
     JUDGE.get()
     JUDGE.resume()
-    fd = spawn.memfd("check", payload)
+    native = type(source) is bytes
+    request = {"kind": "checker", "memory_mb": memory_mb}
+    request.update({"native": True, "cpu_s": timeout_s} if native else {"code": source})
+    fds = [spawn.memfd("check", payload)]
     try:
-        protocol.send_fds(JUDGE.ctrl, {"kind": "checker", "code": source, "memory_mb": memory_mb}, [fd])
+        if native:
+            fds.append(spawn.memfd("checker", source))
+        protocol.send_fds(JUDGE.ctrl, request, fds)
     except OSError:
         JUDGE.close()
         raise verdict.HarnessFailure("the judge is gone") from None
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
     reply = b""
     deadline = time.monotonic() + timeout_s
     while not reply.endswith(b"\n"):
@@ -232,18 +248,24 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     if interactor is not None:
         judged = JUDGE.get()
         JUDGE.resume()
-        request = {"kind": "interact", "code": source, "input": test.get("stdin", ""), "answer": test.get("stdout"),
+        request = {"kind": "interact", "input": test.get("stdin", ""), "answer": test.get("stdout"),
                    "memory_mb": limits["memory_mb"]}
+        fds = [from_program, to_program]
+        if type(source) is dict:  # a C++ interactor the host compiled, sent as a memory file
+            request["native"] = True
+            fds.append(spawn.memfd("interactor", base64.b64decode(source["binary"], validate=True)))
+        else:
+            request["code"] = source
         try:
-            protocol.send_fds(JUDGE.ctrl, request, [from_program, to_program])
+            protocol.send_fds(JUDGE.ctrl, request, fds)
         except OSError:
             JUDGE.close()
             for fd in [*child_fds, *pipes]:
                 os.close(fd)
             raise verdict.HarnessFailure("the judge is gone") from None
         finally:  # the judge holds its own copies now
-            os.close(from_program)
-            os.close(to_program)
+            for fd in fds:
+                os.close(fd)
     elif kind == "script":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judged = JUDGE.get()
