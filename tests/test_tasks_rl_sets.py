@@ -464,6 +464,33 @@ def test_codeforces_checkers_and_interactors_run_with_testlib(tmp_path: Path, tm
     assert wrong.exit_code == 2 and "--testlib does not apply to taco" in wrong.output
 
 
+def test_codeforces_generated_tests_follow_the_official_ones(tmp_path: Path) -> None:
+    """open-r1's generated_tests shards (contest ids padded to four digits): only the
+    records' contests are read, only their problems' rows kept, in test_i order, an input
+    already among the official tests not repeated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shards = tmp_path / "codeforces" / "generated_tests"
+    shards.mkdir(parents=True)
+    rows = [("999/A", "5\n", "10\n", 2), ("999/A", "3\n", "6\n", 0), ("999/A", "7\n", "14\n", 1),
+            ("999/B", "1\n", "2\n", 0)]
+    pq.write_table(pa.table({k: [r[i] for r in rows] for i, k in enumerate(("problem_id", "input", "output",
+                                                                          "test_i"))}),
+                   shards / "test_cases_0999.parquet")
+    (shards / "test_cases_1000.parquet").write_text("not read: no record of contest 1000")
+    [task] = adapters.ADAPTERS["codeforces"]([cf_record(id="999/A", contest_id="999")],
+                                             generated=tmp_path / "codeforces")
+    assert [t["stdin"] for t in task["tests"]] == ["3\n", "100\n", "7\n", "5\n"]
+    assert task["tests"][-1]["stdout"] == "10\n"
+    src = tmp_path / "cf.jsonl"
+    src.write_text(json.dumps(cf_record(id="999/A", contest_id="999")) + "\n")
+    result = runner.invoke(app, ["tasks", "convert", "codeforces", str(src), str(tmp_path / "out"),
+                                 "--generated-tests", str(shards)])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads((tmp_path / "out" / "tasks.jsonl").read_text())["tests"]) == 4
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"executable": False}, "could not run"),
     ({"input_mode": "file"}, "reads files"),

@@ -124,6 +124,9 @@ def convert(
     testlib: Annotated[Path | None, typer.Option(
         help="codeforces: testlib.h, copied to DST/include/; problems with a checker are then judged by it "
              "instead of by exact comparison, and C++ interactors run (each compiled once where the tests run).")] = None,
+    generated_tests: Annotated[Path | None, typer.Option(
+        help="codeforces: the folder of open-r1's generated_tests/test_cases_<contest>.parquet shards; each "
+             "problem's generated tests are added after its official ones.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Write the readable records' tasks and list the unreadable ones "
@@ -172,6 +175,14 @@ def convert(
         if not testlib.is_file():
             raise SuiteError(f"--testlib {testlib}: no such file", "give the path of testlib.h (datasets ship it)")
         options["testlib"] = True
+    if generated_tests is not None:
+        if fmt != "codeforces":
+            raise SuiteError(f"--generated-tests does not apply to {fmt}", "it adds open-r1's generated tests to "
+                             "codeforces problems")
+        if not generated_tests.is_dir():
+            raise SuiteError(f"--generated-tests {generated_tests}: not a folder",
+                             "give the folder holding open-r1's test_cases_<contest>.parquet shards")
+        options["generated"] = generated_tests
     if tests is not None:
         if fmt not in ("codecontests", "evalplus"):
             raise SuiteError(f"--tests does not apply to {fmt}",

@@ -18,10 +18,16 @@ than the dataset's may fail). An interactive problem takes its interactor: C++ (
 as open-r1 ships them; needs testlib.h as checkers do, else the record is unreadable and
 says so) or Python (``test_input`` the test's input; docs/sandbox.md, Interactive tests).
 Problems read from files and those open-r1 marks not executable are unreadable.
+
+open-r1 keeps most tests apart, in ``generated_tests/test_cases_<contest>.parquet`` shards
+(``problem_id``, ``input``, ``output``, ``test_i``): given their folder (``generated``;
+``--generated-tests DIR``), a problem's generated tests follow its official ones (an input
+already among them is not repeated).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, RecordError, convert_each, first_key, io_test
@@ -57,9 +63,45 @@ def _is_cpp(source: str) -> bool:
     return "#include" in source or "int main" in source
 
 
+def _contest(r: Record) -> str | None:
+    found = r.get("contest_id") or str(r.get("id") or "").split("/")[0]
+    return str(found) if str(found).isdigit() else None
+
+
+def generated_tests(folder: Path, records: list[Record]) -> dict[str, list[tuple[str, str]]]:
+    """open-r1's generated tests of ``records``' problems, by problem id, in their order
+    (``test_i``): ``folder`` holds its ``test_cases_<contest>.parquet`` shards (contest ids
+    padded to four digits, as the dataset names them), directly or under
+    ``generated_tests/``; only the shards of the records' contests are read, and of those
+    only the rows of their problems. A contest without a shard gives its problems none."""
+    if (folder / "generated_tests").is_dir():
+        folder = folder / "generated_tests"
+    wanted: dict[str, set[str]] = {}
+    for r in records:
+        contest = _contest(r) if isinstance(r, dict) else None
+        if contest is not None and r.get("id"):
+            wanted.setdefault(contest, set()).add(str(r["id"]))
+    found: dict[str, list[tuple[int, str, str]]] = {}
+    for contest, ids in wanted.items():
+        shard = folder / f"test_cases_{int(contest):04d}.parquet"
+        if not shard.is_file():
+            continue
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(shard, columns=["problem_id", "input", "output", "test_i"],
+                             filters=[("problem_id", "in", sorted(ids))]).to_pylist()
+        for row in rows:
+            if isinstance(row.get("input"), str) and isinstance(row.get("output"), str):
+                found.setdefault(row["problem_id"], []).append((int(row.get("test_i") or 0), row["input"],
+                                                                row["output"]))
+    return {pid: [(given, wanted) for _, given, wanted in sorted(rows, key=lambda t: t[0])]
+            for pid, rows in found.items()}
+
+
 def codeforces(records: list[Record], source: str = "codeforces", split: str | None = None,
-               testlib: bool = False) -> list[Record]:
+               testlib: bool = False, generated: Path | None = None) -> list[Record]:
     """open-r1's Codeforces problems (see the module's docstring)."""
+    extra = generated_tests(generated, records) if generated is not None else {}
 
     def one(r: Record, i: int, where: str) -> Record:
         if not isinstance(r.get("description"), str) or not r["description"].strip():
@@ -73,6 +115,9 @@ def codeforces(records: list[Record], source: str = "codeforces", split: str | N
         examples = _pairs(r.get("examples"), f"{where}: examples")
         official = _pairs(r.get("official_tests"), f"{where}: official_tests")
         pairs = official or examples
+        seen = {given for given, _ in pairs}
+        pairs = pairs + [(given, wanted) for given, wanted in extra.get(str(r.get("id")), ())
+                         if not (given in seen or seen.add(given))]
         if not pairs:
             raise RecordError(f"{where}: official_tests", "no tests (and no examples)", "remove the record")
         meta: Record = {"source": "codeforces", "split": split or "train",
