@@ -357,8 +357,6 @@ class Job:
             interactor = getattr(test, "interactor", None)
             _want(interactor is None or interactor in self.interactors, f"tests[{i}].interactor",
                   f"names {interactor!r}, which the job's interactors do not define")
-            _want(interactor is None or self.language == "python", f"tests[{i}].interactor",
-                  f"is for Python programs (an interactive test of a {self.language} program is not supported yet)")
             checker = getattr(test, "checker", None)
             _want(checker is None or checker in self.checkers, f"tests[{i}].checker",
                   f"names {checker!r}, which the job's checkers do not define")

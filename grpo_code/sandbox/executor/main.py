@@ -207,7 +207,7 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
         if runner.in_process:
             tests = calls.run_tests(job, zygote)
         else:
-            if any(t.get("checker") for t in job["tests"]):
+            if any(t.get("checker") or t.get("interactor") for t in job["tests"]):
                 pyjob.JUDGE.get()  # started before the tests, so that their cleanup spares it
             native.set_spare(pyjob.spared(zygote))
             tests = native.run_with_runner(runner, job)

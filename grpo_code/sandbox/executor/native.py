@@ -12,6 +12,7 @@ docs/sandbox.md, threat model).
 from __future__ import annotations
 
 import fcntl
+import json
 import math
 import os
 import shutil
@@ -151,6 +152,52 @@ def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> 
     return sealed
 
 
+def run_interactive_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
+    """An interactive io test of a compiled or JavaScript program: its stdin and stdout are
+    the pipes of the interactor, which runs in the judge as for Python programs
+    (docs/sandbox.md, Interactive tests)."""
+    limits = job["limits"]
+    timeout = float(limits["timeout_s"])
+    out_limit = int(limits.get("max_output_bytes", 65536))
+    judged, stdin_fd, prog_out = pyjob.start_interactor(job, test)
+    err_r, err_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    payload_fd = spawn.memfd("job", launch.payload) if launch.payload else None
+    start = time.monotonic()
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = None
+    if pid == 0:
+        for fd in (err_r, rep_r):
+            os.close(fd)
+        _exec_child(limits, launch, (stdin_fd, prog_out, err_w, rep_w), payload_fd)
+    for fd in (stdin_fd, prog_out, err_w, rep_w, *((payload_fd,) if payload_fd is not None else ())):
+        os.close(fd)
+    if pid is None:
+        pyjob.JUDGE.close()
+        for fd in (err_r, rep_r):
+            os.close(fd)
+        raise verdict.ForkRefused("could not fork the program's process")
+    main = spawn.Watched(pid)
+    seen = spawn.watch(main, judged, {err_r: out_limit, rep_r: REPORT_LIMIT}, timeout, start,
+                       spare=_SPARE + pyjob.JUDGE.pids, report_fd=pyjob.JUDGE.ctrl.fileno())
+    judge_report = None
+    if seen["report"].endswith(b"\n"):
+        judge_report = json.loads(seen["report"])
+    else:
+        pyjob.JUDGE.close()  # killed at the deadline, or died: a new one for the next test
+    bufs = seen["bufs"]
+    outcome = verdict.Outcome(
+        test, status=main.status, timed_out=seen["timed_out"], cpu_s=seen["cpu_s"], limit_s=timeout,
+        report=bufs[rep_r], nonce=nonce, judge=judge_report, judge_status=judged.status,
+        judge_killed=bool(seen["timed_out"]), stdout=b"", stderr=bufs[err_r], classify=runner.classify,
+        check=pyjob.checker_for(job, timeout), report_overflow=seen["overflow"][rep_r], main_ended=seen["main_ended"],
+    )
+    name, message = budget.decide(outcome, limits)
+    return pyjob.test_result(outcome, name, message, seen, seen["cpu_s"], b"", bufs[err_r], out_limit)
+
+
 def run_native_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:
     limits = job["limits"]
     timeout = float(limits["timeout_s"])
@@ -285,6 +332,8 @@ def run_with_runner(runner, job: dict) -> list[dict]:
                 continue
             if launch.judge is not None:
                 result = run_judged_test(job, test, nonce, launch, runner)
+            elif test["kind"] == "io" and test.get("interactor") is not None:
+                result = run_interactive_test(job, test, nonce, launch, runner)
             else:
                 result = run_native_test(job, test, nonce, launch, runner)
             pyjob.JUDGE.resume()

@@ -185,7 +185,10 @@ def run_checker(source: str | bytes, trees: tuple, output_plain: bool, timeout_s
         if left <= 0 or not select.select([JUDGE.ctrl], [], [], left)[0]:
             JUDGE.close()
             return "fail", f"checker: did not finish in {timeout_s:g} s"
-        chunk = JUDGE.ctrl.recv(65536)
+        try:
+            chunk = JUDGE.ctrl.recv(65536)
+        except ConnectionResetError:  # it died with our request unread
+            chunk = b""
         if not chunk:
             JUDGE.close()
             return "fail", "checker: the judge died running it"
@@ -219,6 +222,38 @@ def test_result(outcome, name: str, message: str, seen: dict, cpu_s: float, stdo
     return out
 
 
+def start_interactor(job: dict, test: dict) -> tuple[spawn.Watched, int, int]:
+    """Start an interactive test's interactor in the judge (docs/sandbox.md, Interactive
+    tests): the judge, and the ends of its pipes the program gets as its stdin and stdout."""
+    source = (job.get("interactors") or {}).get(test["interactor"])
+    if source is None:
+        raise verdict.HarnessFailure(f"the job has no interactor named {test['interactor']!r}")
+    request = {"kind": "interact", "input": test.get("stdin", ""), "answer": test.get("stdout"),
+               "memory_mb": job["limits"]["memory_mb"]}
+    binary = base64.b64decode(source["binary"], validate=True) if type(source) is dict else None
+    judged = JUDGE.get()
+    JUDGE.resume()
+    stdin_fd, to_program = os.pipe()
+    from_program, prog_out = os.pipe()
+    fds = [from_program, to_program]
+    if binary is not None:  # a C++ interactor the host compiled, sent as a memory file
+        request["native"] = True
+        fds.append(spawn.memfd("interactor", binary))
+    else:
+        request["code"] = source
+    try:
+        protocol.send_fds(JUDGE.ctrl, request, fds)
+    except OSError:
+        JUDGE.close()
+        os.close(stdin_fd)
+        os.close(prog_out)
+        raise verdict.HarnessFailure("the judge is gone") from None
+    finally:  # the judge holds its own copies now
+        for fd in fds:
+            os.close(fd)
+    return judged, stdin_fd, prog_out
+
+
 def run_python_test(job: dict, test: dict, zygote) -> dict:
     limits = job["limits"]
     timeout = float(limits["timeout_s"])
@@ -226,12 +261,9 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     kind = test["kind"]
     keep = output_cap(test, out_limit)
     interactor = test.get("interactor") if kind == "io" else None
-    source = (job.get("interactors") or {}).get(interactor) if interactor is not None else None
-    if interactor is not None and source is None:
-        raise verdict.HarnessFailure(f"the job has no interactor named {interactor!r}")
+    judged = None
     if interactor is not None:  # the program's stdin and stdout are the interactor's pipes
-        stdin_fd, to_program = os.pipe()
-        from_program, prog_out = os.pipe()
+        judged, stdin_fd, prog_out = start_interactor(job, test)
     elif kind == "io" and test.get("stdin"):
         stdin_fd = spawn.memfd("stdin", test["stdin"].encode())
     else:
@@ -244,29 +276,7 @@ def run_python_test(job: dict, test: dict, zygote) -> dict:
     if interactor is not None:
         os.close(out_w)  # nothing writes the test's stdout: the program's goes to the interactor
     pipes = {out_r: keep, err_r: out_limit, rep_r: REPORT_LIMIT}
-    judged = None
-    if interactor is not None:
-        judged = JUDGE.get()
-        JUDGE.resume()
-        request = {"kind": "interact", "input": test.get("stdin", ""), "answer": test.get("stdout"),
-                   "memory_mb": limits["memory_mb"]}
-        fds = [from_program, to_program]
-        if type(source) is dict:  # a C++ interactor the host compiled, sent as a memory file
-            request["native"] = True
-            fds.append(spawn.memfd("interactor", base64.b64decode(source["binary"], validate=True)))
-        else:
-            request["code"] = source
-        try:
-            protocol.send_fds(JUDGE.ctrl, request, fds)
-        except OSError:
-            JUDGE.close()
-            for fd in [*child_fds, *pipes]:
-                os.close(fd)
-            raise verdict.HarnessFailure("the judge is gone") from None
-        finally:  # the judge holds its own copies now
-            for fd in fds:
-                os.close(fd)
-    elif kind == "script":
+    if kind == "script":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judged = JUDGE.get()
         request = {"code": test["code"], "memory_mb": limits["memory_mb"], "entry_point": job.get("entry_point"),

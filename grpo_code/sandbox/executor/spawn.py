@@ -267,7 +267,10 @@ def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s
                 poller.unregister(fd)
                 continue
             if fd == report_fd:
-                chunk = os.read(fd, 65536)
+                try:
+                    chunk = os.read(fd, 65536)
+                except ConnectionResetError:  # the judge died with a request unread (a program killed it)
+                    chunk = b""
                 report += chunk
                 if not chunk:
                     poller.unregister(fd)
