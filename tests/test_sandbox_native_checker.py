@@ -135,6 +135,7 @@ def test_programs_cannot_forge_the_checker_s_verdict(sandbox):
             "    os._exit(0)\n"
             "print(1, 3)\n"),
         "flood": "import sys\nsys.stdout.write('1 3 ' * 10**6)\n",
+        "a NUL inside a number": "import sys\nsys.stdout.write('1\\x00 2')\n",  # the right pair with junk in a token
     }
     for name, program in attacks.items():
         outcome = judged(sandbox, program)
