@@ -4,6 +4,7 @@ verdict nor turn a broken checker into a pass."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -151,7 +152,7 @@ def test_a_checker_compiles_once_and_a_broken_one_is_a_loud_error(sandbox, tmp_c
     native_checker._BINARIES.clear()  # a new process: the binary comes from the cache
     assert judged(sandbox, "print(3, 4)").verdict == "pass"
     assert cached.stat().st_mtime_ns == stamp and len(list((tmp_cache / "checkers").iterdir())) == 1
-    with pytest.raises(SandboxError, match=re.escape("a C++ checker does not compile: ") + ".*no_such_name"):
+    with pytest.raises(SandboxError, match=re.escape("a C++ checker or interactor does not compile: ") + ".*no_such_name"):
         judged(sandbox, "print(1, 2)", source='#include "testlib.h"\nint main() { no_such_name(); }\n')
 
 
@@ -185,3 +186,21 @@ def test_a_suite_gives_its_include_folder_to_its_cpp_checkers_and_hashes_it(tmp_
     assert loaded.interactors["own"]["headers"] == {"testlib.h": "// its own"}  # a task's own headers win
     (suite / "include" / "testlib.h").write_text(HEADER + "// changed\n")
     assert load_suite_dir(suite).tasks[0].content_hash != loaded.content_hash
+
+
+def test_binaries_kept_in_memory_are_bounded_and_compiled_once(tmp_cache, monkeypatch):
+    """A large suite's checkers (about 1 MB of base64 each) do not pile up in the host's
+    memory: the last few stay, the others are read from the cache again, never recompiled."""
+    compiled = []
+
+    def compiler(files: dict) -> bytes:
+        compiled.append(files["checker.cpp"])
+        return files["checker.cpp"].encode() * 100
+
+    monkeypatch.setattr(native_checker, "KEPT_BINARIES", 3)
+    native_checker._BINARIES.clear()
+    checkers = [{"language": "cpp", "source": f"int main() {{ return {i}; }}"} for i in range(8)]
+    for _ in range(2):
+        for checker in checkers:
+            assert base64.b64decode(native_checker.binary(checker, compiler)) == checker["source"].encode() * 100
+    assert len(native_checker._BINARIES) == 3 and len(compiled) == 8

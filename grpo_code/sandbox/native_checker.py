@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,13 +43,15 @@ HEADER_NAMES = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 
 Compiler = Callable[[dict[str, str]], bytes]
 """Source files by name (``checker.cpp`` and its headers) to the binary: the docker
-backend's :func:`~grpo_code.sandbox.docker_backend.compile_checker`, or
+backend's :func:`~grpo_code.sandbox.checker_image.compile_checker`, or
 :func:`compile_on_host`."""
 
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
-_BINARIES: dict[str, str] = {}
-"""Base64 of each binary compiled or read by this process, by key: a suite's jobs share one."""
+_BINARIES: OrderedDict[str, str] = OrderedDict()
+"""Base64 of the binaries this process used last, by key: a task's jobs share one. At most
+:data:`KEPT_BINARIES` (about 1 MB each); an older one is read from the cache again."""
+KEPT_BINARIES = 64
 
 
 def is_native(checker: Any) -> bool:
@@ -92,14 +95,16 @@ def binary(checker: dict[str, Any], compiler: Compiler) -> str:
     """The checker's binary as base64, compiled on first use (once per process and key: a
     second caller waits for the first) and read from the cache after that."""
     k = key(checker)
-    found = _BINARIES.get(k)
-    if found is not None:
-        return found
     with _LOCKS_GUARD:
+        found = _BINARIES.get(k)
+        if found is not None:
+            _BINARIES.move_to_end(k)
+            return found
         lock = _LOCKS.setdefault(k, threading.Lock())
     with lock:
-        if k in _BINARIES:
-            return _BINARIES[k]
+        with _LOCKS_GUARD:
+            if k in _BINARIES:
+                return _BINARIES[k]
         path = checkers_dir() / k
         try:
             data = path.read_bytes()
@@ -109,20 +114,25 @@ def binary(checker: dict[str, Any], compiler: Compiler) -> str:
             tmp = path.with_name(f"{k}.{os.getpid()}.partial")
             tmp.write_bytes(data)
             os.replace(tmp, path)
-        _BINARIES[k] = base64.b64encode(data).decode()
-        return _BINARIES[k]
+        text = base64.b64encode(data).decode()
+        with _LOCKS_GUARD:
+            _BINARIES[k] = text
+            while len(_BINARIES) > KEPT_BINARIES:
+                _BINARIES.popitem(last=False)
+            _LOCKS.pop(k, None)
+        return text
 
 
 def compile_failed(output: str) -> SandboxError:
     tail = " | ".join(output.strip().splitlines()[-6:])[-1500:]
-    return SandboxError(f"a C++ checker does not compile: {tail}",
-                        "fix the task's checker (grpo-code tasks check shows which task)")
+    return SandboxError(f"a C++ checker or interactor does not compile: {tail}",
+                        "fix the task's source (grpo-code tasks check shows which task)")
 
 
 def compile_on_host(files: dict[str, str]) -> bytes:
     """With this machine's g++ (the local backend)."""
     if shutil.which("g++") is None:
-        raise SandboxError("a C++ checker needs g++ to compile it and this machine has none",
+        raise SandboxError("a C++ checker or interactor needs g++ to compile it and this machine has none",
                            "apt-get install g++, or use the docker backend (its C++ image compiles it)")
     with tempfile.TemporaryDirectory(prefix="grpo-code-checker-") as tmp:
         for name, text in files.items():
