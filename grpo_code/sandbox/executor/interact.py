@@ -9,6 +9,7 @@ import sys
 import traceback
 
 from . import spawn
+from .native_check import become, collect
 from .pychild import MIB
 
 _type = type
@@ -29,7 +30,6 @@ def _compiled(source: str, compiled: dict):
 INTERACTOR_FAILED = 3
 """testlib's exit code for a failure of the judge's own code (here: an exception it did not
 expect, or code that does not compile)."""
-MESSAGE_BYTES = 4096
 OUTPUT_FILE = 16 << 20
 """What a C++ interactor may write to its output file (testlib's ``tout``, which no checker reads here)."""
 
@@ -59,8 +59,6 @@ def interact_one(request: dict, fds: list[int], compiled: dict) -> dict:
                 "message": f"the interactor could not be started ({exc.strerror or exc}): the program's "
                            "processes hold what it needs"}
     if pid == 0 and native:  # testlib's interactor INPUT OUTPUT ANSWER, its stdio the program's pipes
-        from .native_check import become
-
         files = [spawn.memfd(name, (request.get(key) or "").encode("utf-8", "replace"))
                  for name, key in (("input", "input"), ("output", None), ("answer", "answer"))]
         become(fds[2], "interactor", files, (from_program, to_program, err_w), request["memory_mb"], None, OUTPUT_FILE)
@@ -111,12 +109,6 @@ def interact_one(request: dict, fds: list[int], compiled: dict) -> dict:
     os.close(err_w)
     for fd in fds:
         os.close(fd)
-    said = bytearray()
-    with os.fdopen(err_r, "rb") as err:
-        while chunk := err.read(65536):
-            if len(said) < MESSAGE_BYTES:
-                said += chunk[:MESSAGE_BYTES - len(said)]
-    _, status = os.waitpid(pid, 0)
+    said, status = collect(pid, err_r)
     return {"event": "interacted", "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            "message": said.decode("utf-8", "replace").strip()}
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None, "message": said}

@@ -58,6 +58,18 @@ def become(binary_fd: int, name: str, files: list[int], stdio: tuple[int, int, i
         os._exit(127)
 
 
+def collect(pid: int, err_r: int) -> tuple[str, int]:
+    """What a checker or interactor process said on stderr (its first ``MESSAGE_BYTES``,
+    the rest read and dropped) and its wait status, once it ended."""
+    said = bytearray()
+    with os.fdopen(err_r, "rb") as err:
+        while chunk := err.read(65536):
+            if len(said) < MESSAGE_BYTES:
+                said += chunk[:MESSAGE_BYTES - len(said)]
+    _, status = os.waitpid(pid, 0)
+    return said.decode("utf-8", "replace").strip(), status
+
+
 def check_native(values: dict, binary_fd: int, memory_mb: int, cpu_s: float) -> dict:
     """Run the checker in ``binary_fd`` on the io test's ``values`` (input, expected,
     output as text); the judge's reply (``ok``, ``message``)."""
@@ -82,13 +94,7 @@ def check_native(values: dict, binary_fd: int, memory_mb: int, cpu_s: float) -> 
     os.close(err_w)
     for fd in files:
         os.close(fd)
-    said = bytearray()
-    with os.fdopen(err_r, "rb") as err:
-        while chunk := err.read(65536):
-            if len(said) < MESSAGE_BYTES:
-                said += chunk[:MESSAGE_BYTES - len(said)]
-    _, status = os.waitpid(pid, 0)
-    message = said.decode("utf-8", "replace").strip()
+    message, status = collect(pid, err_r)
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         return {"ok": True, "message": ""}
     if os.WIFEXITED(status):

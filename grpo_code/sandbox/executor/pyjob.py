@@ -130,10 +130,17 @@ def output_cap(test: dict, out_limit: int) -> int:
     return max(out_limit, 2 * len(test.get("stdout", "").encode()) + 4096)
 
 
+def native_binary(job: dict, field: str, name: str) -> bytes:
+    """A compiled checker's or interactor's binary (``job[field][name]``, base64 from the
+    host), decoded once per job, not once per test."""
+    decoded = job.setdefault("_binaries", {})
+    if (field, name) not in decoded:
+        decoded[field, name] = base64.b64decode(job[field][name]["binary"], validate=True)
+    return decoded[field, name]
+
+
 def checker_for(job: dict, timeout_s: float):
     """The ``check`` callback of :class:`verdict.Outcome` for the tests of ``job``."""
-
-    binaries: dict[str, bytes] = {}
 
     def check(test: dict, input_tree, expected_tree, output_tree, output_plain: bool = True) -> tuple[str, str]:
         name = test["checker"]
@@ -141,9 +148,7 @@ def checker_for(job: dict, timeout_s: float):
         if source is None:
             raise verdict.HarnessFailure(f"the job has no checker named {name!r}")
         if type(source) is dict:  # a C++ checker the host compiled (host: sandbox/native_checker.py)
-            if name not in binaries:
-                binaries[name] = base64.b64decode(source["binary"], validate=True)
-            source = binaries[name]
+            source = native_binary(job, "checkers", name)
         return run_checker(source, (input_tree, expected_tree, output_tree), output_plain,
                            max(CHECKER_MIN_S, 2 * timeout_s), int(job["limits"]["memory_mb"]))
 
@@ -230,7 +235,7 @@ def start_interactor(job: dict, test: dict) -> tuple[spawn.Watched, int, int]:
         raise verdict.HarnessFailure(f"the job has no interactor named {test['interactor']!r}")
     request = {"kind": "interact", "input": test.get("stdin", ""), "answer": test.get("stdout"),
                "memory_mb": job["limits"]["memory_mb"]}
-    binary = base64.b64decode(source["binary"], validate=True) if type(source) is dict else None
+    binary = native_binary(job, "interactors", test["interactor"]) if type(source) is dict else None
     judged = JUDGE.get()
     JUDGE.resume()
     stdin_fd, to_program = os.pipe()
