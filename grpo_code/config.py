@@ -321,6 +321,11 @@ class TrainConfig:
     """Run the training forward pass in groups of rows of similar length, each cut to its
     widest row, instead of the whole batch padded to its longest prompt and completion.
     Same log-probs (rotary position models), less compute when lengths differ."""
+    skip_zero_advantage: bool = True
+    """Leave out of the update's forward and backward pass the completions whose advantage
+    is zero (their group's rewards all equal): with no KL term (``beta: 0``) nor entropy
+    term they add nothing to the loss or its gradient, so the step is the same, cheaper.
+    TRL's entropy and clip-ratio metrics are then over the rows that trained."""
     max_staleness: int = field(default=0, metadata=bounds(0, 16))
     """Rollouts ahead of the update: a rollout worker with its own vLLM engine generates
     (and the sandbox scores) batches while the trainer updates, on a policy at most this

@@ -348,3 +348,73 @@ def test_a_rollout_worker_stands_in_for_trls_engine_and_its_log_probs_are_weighe
         assert h["sampling/importance_sampling_ratio/max"] == pytest.approx(3.0)
         # Row 0 of 4 holds 3 of the 12 completion tokens: a quarter of them, each at e^5 > 3.
         assert h["async/is_clipped_share"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo", "dr_grpo", "cispo"])
+def test_rows_of_zero_advantage_skip_the_update_and_leave_the_gradient_as_it_was(
+        tiny_model_dir: Path, tmp_path: Path, loss_type: str) -> None:
+    """``train.skip_zero_advantage``: a micro-batch whose groups half have equal rewards
+    (advantage 0) runs the update's forward on the other rows only, with TRL's
+    importance-sampling weights in the loss, and gives the loss and the gradient of the
+    whole batch, for each loss type it applies to; a batch of which no row teaches still
+    steps, with a zero loss and gradient. With a KL term every row is kept."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    from grpo_code.training import trl_seam
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": "hi"}]}] * 4)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=2,
+                      max_completion_length=6, report_to="none", use_cpu=True, disable_tqdm=True,
+                      remove_unused_columns=False, seed=0, beta=0.0, loss_type=loss_type,
+                      activation_checkpointing=False)
+    trainer = trl_seam.SeamTrainer(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
+                                   args=args, train_dataset=data, processing_class=tokenizer)
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.use_vllm = True  # the batch carries importance-sampling weights, as with an engine
+    model.train()
+    torch.manual_seed(0)
+    rows, width = 8, 6
+    completion_mask = torch.ones(rows, width)
+    for r, length in enumerate([6, 2, 4, 6, 3, 5, 1, 6]):
+        completion_mask[r, length:] = 0
+    ids = torch.randint(1, model.config.vocab_size, (rows, 5 + width))
+    batch = {"prompt_ids": ids[:, :5], "prompt_mask": torch.ones(rows, 5, dtype=torch.long),
+             "completion_ids": ids[:, 5:], "completion_mask": completion_mask,
+             "advantages": torch.tensor([0.0, 0.0, 1.0, -1.0, 0.0, 0.0, -0.7, 0.7]),
+             "num_items_in_batch": completion_mask.sum(),
+             "importance_sampling_ratio": 0.8 + 0.4 * torch.rand(rows, width)}
+    seen: list[int] = []
+    forward = trl_seam.SeamTrainer._get_per_token_logps_and_entropies
+
+    def counted(self: Any, model: Any, input_ids: Any, *a: Any, **kw: Any) -> Any:
+        seen.append(input_ids.size(0))
+        return forward(self, model, input_ids, *a, **kw)
+
+    def loss_and_grad(skip: bool, inputs: dict[str, Any]) -> tuple[float, torch.Tensor]:
+        trainer.skip_zero_advantage = skip
+        model.zero_grad()
+        seen.clear()
+        loss = trainer.compute_loss(model, dict(inputs))
+        loss.backward()
+        grads = [p.grad.flatten() for p in model.parameters() if p.grad is not None]
+        return float(loss.detach()), torch.cat(grads) if grads else torch.zeros(1)
+
+    trl_seam.SeamTrainer._get_per_token_logps_and_entropies = counted
+    try:
+        whole = loss_and_grad(False, batch)
+        assert seen == [rows]
+        skipped = loss_and_grad(True, batch)
+        assert seen == [4]  # the rows of the two groups whose rewards differ
+        assert skipped[0] == pytest.approx(whole[0], rel=1e-5, abs=1e-7)
+        assert whole[1].abs().sum() > 0
+        assert torch.allclose(skipped[1], whole[1], rtol=1e-4, atol=1e-6 * float(whole[1].abs().max()))
+        none = loss_and_grad(True, {**batch, "advantages": torch.zeros(rows)})
+        assert seen == [1] and none[0] == 0.0 and none[1].abs().sum() == 0
+        trainer.args.beta = 0.1  # a KL term reaches every row: none is left out
+        assert not trainer.zero_rows_teach_nothing()
+    finally:
+        trl_seam.SeamTrainer._get_per_token_logps_and_entropies = forward

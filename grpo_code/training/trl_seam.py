@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
-from grpo_code.training.packing import CPU_TOKENS_PER_CALL, length_chunks
+from grpo_code.training.packing import CPU_TOKENS_PER_CALL, length_chunks, teaching_rows
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,10 @@ class SeamTrainer(GRPOTrainer):
 
     trim_padding = False
     """Whether the update's forward pass runs in length groups (exact for relative positions only)."""
+
+    skip_zero_advantage = False
+    """Whether the update leaves out the rows whose advantage is zero (same gradient, when
+    :meth:`zero_rows_teach_nothing`)."""
 
     weight_sync_s: float | None = None
     """How long the last sync of the CPU build's weights took (the rollout logs and clears it)."""
@@ -98,7 +102,20 @@ class SeamTrainer(GRPOTrainer):
                                   self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
             if share is not None:
                 self._clipped.append(share)
-        return super().compute_loss(model, inputs, *args, **kwargs)
+        kept = teaching_rows(inputs, self.loss_type) if self.skip_zero_advantage and self.zero_rows_teach_nothing() else None
+        if kept is None:
+            return super().compute_loss(model, inputs, *args, **kwargs)
+        rows, scale = kept
+        loss = super().compute_loss(model, rows, *args, **kwargs)
+        return loss * scale if scale != 1.0 else loss
+
+    def zero_rows_teach_nothing(self) -> bool:
+        """Whether the loss has no term that a row of zero advantage feeds: no KL term, no
+        entropy bonus, no entropy quantile mask (it ranks the batch's rows together), no
+        auxiliary (router) loss. Read from TRL's public config."""
+        args = self.args
+        return (args.beta == 0.0 and args.entropy_coef == 0.0 and not getattr(args, "use_adaptive_entropy", False)
+                and args.top_entropy_quantile >= 1.0 and not getattr(self, "aux_loss_enabled", False))
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         if self._clipped and "loss" in logs:
