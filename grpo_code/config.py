@@ -323,7 +323,7 @@ class TrainConfig:
     Same log-probs (rotary position models), less compute when lengths differ."""
     skip_zero_advantage: bool = True
     """Leave out of the update's forward and backward pass the completions whose advantage
-    is zero (their group's rewards all equal): with no KL term (``beta: 0``) nor entropy
+    is zero (their group's rewards all equal, or theirs is the mean): with no KL term (``beta: 0``) nor entropy
     term they add nothing to the loss or its gradient, so the step is the same, cheaper.
     TRL's entropy and clip-ratio metrics are then over the rows that trained."""
     max_staleness: int = field(default=0, metadata=bounds(0, 16))
