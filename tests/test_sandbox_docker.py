@@ -21,7 +21,17 @@ import sandbox_cases as cases
 
 from conftest import need, need_image
 from grpo_code.config import SandboxConfig
-from grpo_code.sandbox import CallTest, Job, Sandbox, ScriptTest, Status, Verdict, docker_backend, engine
+from grpo_code.sandbox import (
+    CallTest,
+    Job,
+    Sandbox,
+    ScriptTest,
+    Status,
+    Verdict,
+    cpus,
+    docker_backend,
+    engine,
+)
 from grpo_code.sandbox.bench import SHARED_HUMANEVAL, default_data, load_humaneval
 from grpo_code.sandbox.pool import WorkerPool
 
@@ -457,6 +467,41 @@ def test_cpu_of_children_running_beside_the_program_counts(sandbox):
     )
     [result] = sandbox.run([burn])
     assert result.tests[0].verdict is Verdict.TIMEOUT, result
+
+
+def test_each_worker_runs_on_a_cpu_of_its_own_and_gives_it_back(ready):
+    """Pinned (the default): each container on one CPU, spread over this machine's CPUs, so
+    a program sees one CPU; the CPUs are given back with the containers. Unpinned: all."""
+    ours = sorted(os.sched_getaffinity(0))
+    one_cpu = ScriptTest("import os\nassert len(os.sched_getaffinity(0)) == 1, os.sched_getaffinity(0)")
+    every_cpu = ScriptTest(f"import os\nassert sorted(os.sched_getaffinity(0)) == {ours}, os.sched_getaffinity(0)")
+    held = sum(cpus._MINE.values())  # by the module's other sandbox
+    with one_worker(workers=2) as sb:
+        sb.start()
+        pinned = [engine.client().api.inspect_container(name)["HostConfig"]["CpusetCpus"]
+                  for name in sb.worker_names()]
+        assert sorted(pinned) == [str(c) for c in ours[:2]] * (1 if len(ours) > 1 else 2), pinned
+        assert sum(cpus._MINE.values()) == held + 2
+        [result] = sb.run([Job("x = 1", (one_cpu,))])
+        assert result.status is Status.PASS, result
+    assert sum(cpus._MINE.values()) == held
+    with one_worker(pin_cpus=False) as sb:
+        [result] = sb.run([Job("x = 1", (every_cpu,))])
+        assert result.status is Status.PASS, result
+        [name] = sb.worker_names()
+        assert not engine.client().api.inspect_container(name)["HostConfig"]["CpusetCpus"]
+
+
+def test_an_engine_that_refuses_the_cpu_runs_the_container_unpinned(ready, monkeypatch, capsys):
+    monkeypatch.setattr(cpus, "_OFF", [])
+    monkeypatch.setattr(cpus, "usable", lambda: [] if cpus._OFF else [4095])  # a CPU no machine here has
+    with one_worker() as sb:
+        [result] = sb.run([Job("x = 1", (ScriptTest("assert x == 1"),))])
+        assert result.status is Status.PASS, result
+        [name] = sb.worker_names()
+        assert not engine.client().api.inspect_container(name)["HostConfig"]["CpusetCpus"]
+    assert "refused to pin a sandbox container to a CPU" in capsys.readouterr().err
+    assert 4095 not in cpus._MINE
 
 
 def test_nothing_of_ours_is_left(sandbox):

@@ -7,10 +7,12 @@ SandboxErrors, removal retries, image build/pull/import error reports and the at
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import struct
 import threading
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 import requests
 
 from grpo_code.errors import SandboxError
+from grpo_code.sandbox import cpus
 from grpo_code.sandbox import docker_backend as db
 from grpo_code.sandbox import engine as eng
 from grpo_code.sandbox.worker import WorkerLost
@@ -83,6 +86,39 @@ def test_every_isolation_setting_reaches_the_engine(channel_dir):
     # Nothing that would widen the sandbox sneaks in.
     for key in ("Devices", "PortBindings", "CapAdd", "Privileged", "PidMode", "IpcMode", "UsernsMode"):
         assert not hc.get(key), key
+
+
+def test_a_pinned_container_runs_on_its_cpu_and_says_so_in_a_label():
+    body = wire_body(db.container_spec(IMAGE, "n", 256, 32, 64, cpu=3))
+    assert body["HostConfig"]["CpusetCpus"] == "3"  # --cpuset-cpus 3
+    assert body["Labels"] == {db.LABEL: "1", db.OWNER_LABEL: db.owner_tag(), cpus.CPU_LABEL: "3"}
+    assert "CpusetCpus" not in wire_body(db.container_spec(IMAGE, "n", 256, 32, 64))["HostConfig"]
+
+
+def test_each_container_gets_the_least_used_cpu_counting_other_processes(monkeypatch):
+    monkeypatch.setattr(cpus, "_MINE", Counter())
+    others = [0, 0, 1, 9]  # another process's containers (9: a CPU not ours to use)
+    got = [cpus.claim(lambda: others, [0, 1, 2]) for _ in range(5)]
+    assert got == [2, 1, 2, 0, 1]  # ties go to the lowest CPU
+    for cpu in got:
+        cpus.release(cpu)
+    assert not cpus._MINE
+    assert cpus.claim(lambda: others, []) is None  # nothing to pin to: no claim
+
+
+def test_only_a_local_engine_pins_and_a_refused_cpu_turns_pinning_off(monkeypatch, capsys):
+    monkeypatch.setattr(cpus, "_OFF", [])
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.1:2375")
+    assert cpus.usable() == []  # a remote engine's CPUs are not the ones we see
+    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/docker.sock")
+    assert cpus.usable() == sorted(os.sched_getaffinity(0))
+    assert not cpus.refused(api_error(500, "no such image"))  # not about a CPU: pinning stays
+    assert cpus.usable()
+    refusal = api_error(500, "Requested CPUs are not available - requested 7, available: 0-1")
+    assert cpus.refused(refusal) and cpus.refused(refusal)
+    assert cpus.usable() == []
+    err = capsys.readouterr().err
+    assert err.count("warning: the docker engine refused to pin") == 1 and "sandbox.pin_cpus=false" in err
 
 
 def test_create_container_sends_the_spec(monkeypatch):
@@ -198,7 +234,7 @@ def test_removal_gives_up_after_its_patience(monkeypatch):
 def factory(channel: str) -> db.DockerFactory:
     f = object.__new__(db.DockerFactory)  # no engine: skip check_ready
     f.image, f.memory_mb, f.pids_limit, f.tmpfs_mb = IMAGE, 256, 32, 64
-    f.channel, f.prefix = channel, "grpo-code-sbx-test"
+    f.channel, f.prefix, f.pin_cpus = channel, "grpo-code-sbx-test", False
     return f
 
 

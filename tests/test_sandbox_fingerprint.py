@@ -77,7 +77,7 @@ def test_every_limit_moves_it(name: str) -> None:
 
 
 def test_settings_that_only_change_speed_keep_it() -> None:
-    changed = dataclasses.replace(SB, backend="docker", workers=7, container_max_jobs=3)
+    changed = dataclasses.replace(SB, backend="docker", workers=7, container_max_jobs=3, pin_cpus=False)
     assert harness_fingerprint("python", changed) == harness_fingerprint("python", SB)
 
 
@@ -86,8 +86,8 @@ def test_every_sandbox_setting_is_classified() -> None:
     # url/token_file: where the http backend's server is; its fingerprint is the server's own.
     # max_job_output_kb: cuts the output a result keeps, after its verdicts (executor/kept.py).
     # record_output_kb: only record jobs' verdicts, and it is in their wire limits (wire.py).
-    speed_or_keyed_elsewhere = {"backend", "workers", "image", "container_max_jobs", "ray", "url", "token_file",
-                                "max_job_output_kb", "record_output_kb"}
+    speed_or_keyed_elsewhere = {"backend", "workers", "image", "container_max_jobs", "pin_cpus", "ray", "url",
+                                "token_file", "max_job_output_kb", "record_output_kb"}
     assert {f.name for f in dataclasses.fields(SandboxConfig)} == set(LIMIT_FIELDS) | speed_or_keyed_elsewhere
     assert set(LIMIT_FIELDS) == set(LIMITS)
 

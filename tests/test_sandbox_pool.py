@@ -173,7 +173,7 @@ def test_a_refused_job_leaves_the_worker_alive_and_counted():
 def docker_factory() -> docker_backend.DockerFactory:
     f = object.__new__(docker_backend.DockerFactory)  # no engine: skip check_ready
     f.image, f.memory_mb, f.pids_limit, f.tmpfs_mb = "grpo-code-sandbox-python:latest", 256, 32, 64
-    f.channel, f.prefix = "socket", "grpo-code-sbx-test"
+    f.channel, f.prefix, f.pin_cpus = "socket", "grpo-code-sbx-test", False
     return f
 
 

@@ -44,7 +44,7 @@ import docker.errors
 from docker.types import LogConfig, Ulimit
 
 from grpo_code.errors import SandboxError
-from grpo_code.sandbox import engine
+from grpo_code.sandbox import cpus, engine
 from grpo_code.sandbox.engine import ENGINE_ERRORS, PROBE_TIMEOUT_S, engine_error, engine_version, image_id
 from grpo_code.sandbox.image import DEFAULT_IMAGES, EXECUTOR_LABEL, executor_hash, image_name
 from grpo_code.sandbox.worker import Worker, WorkerLost
@@ -176,8 +176,10 @@ def container_spec(
     tmpfs_mb: int,
     channel_dir: str | None = None,
     executor_args: tuple[str, ...] = (),
+    cpu: int | None = None,
 ) -> ContainerSpec:
-    """The settings of one sandbox container (every isolation setting is here)."""
+    """The settings of one sandbox container (every isolation setting is here); ``cpu``:
+    the one CPU it runs on (``cpus.py``), or None for any."""
     # The container's memory must hold the executor with a job of up to MAX_JOB_BYTES (its
     # expected values, parsed), one test at its own limit and the tmpfs.
     container_bytes = (memory_mb + tmpfs_mb + 640) * 1024 * 1024
@@ -202,6 +204,10 @@ def container_spec(
     }
     if channel_dir:  # -d -v DIR:/run/grpo-code:ro
         host_config["binds"] = {channel_dir: {"bind": CHANNEL_MOUNT, "mode": "ro"}}
+    labels = {LABEL: "1", OWNER_LABEL: owner_tag()}
+    if cpu is not None:
+        host_config["cpuset_cpus"] = str(cpu)  # --cpuset-cpus
+        labels[cpus.CPU_LABEL] = str(cpu)
     config: dict[str, Any] = {
         "image": image,
         "command": [
@@ -215,7 +221,7 @@ def container_spec(
             *executor_args,
         ],
         "name": name,  # --name
-        "labels": {LABEL: "1", OWNER_LABEL: owner_tag()},  # --label
+        "labels": labels,  # --label
         "user": f"{sandbox_uid(name)}:{SANDBOX_UID}",  # --user: a uid of its own, the sandbox group
         "working_dir": "/tmp",  # --workdir
         "environment": ["HOME=/tmp", "TMPDIR=/tmp", "PYTHONDONTWRITEBYTECODE=1"],  # -e
@@ -264,7 +270,8 @@ class DockerFactory:
     """Makes docker workers for the pool; removes stale containers once per process."""
 
     def __init__(
-        self, image: str, memory_mb: int, pids_limit: int, tmpfs_mb: int, channel: str | None = None
+        self, image: str, memory_mb: int, pids_limit: int, tmpfs_mb: int, channel: str | None = None,
+        pin_cpus: bool = True,
     ):
         global _CLEANED
         check_ready(image)
@@ -276,34 +283,52 @@ class DockerFactory:
         self.pids_limit = pids_limit
         self.tmpfs_mb = tmpfs_mb
         self.channel = channel or channel_mode()
+        self.pin_cpus = pin_cpus
         self.prefix = f"grpo-code-sbx-{os.getpid()}-{_SESSION}"
 
     def __call__(self, index: int) -> Worker:
         name = f"{self.prefix}-{next(_NAMES)}"
+        cpu = cpus.claim(lambda: cpus.elsewhere(OWNER_LABEL, owner_tag())) if self.pin_cpus else None
+        try:
+            worker = self._start(name, cpu)
+        except cpus.Refused:
+            cpus.release(cpu)
+            return self(index)  # unpinned from now on
+        except BaseException:
+            cpus.release(cpu)
+            raise
+        if cpu is not None:
+            worker.when_gone(lambda: cpus.release(cpu))
+        return worker
+
+    def _start(self, name: str, cpu: int | None) -> Worker:
         try:
             if self.channel == "stdio":
-                return self._attached_worker(name)
+                return self._attached_worker(name, cpu)
             try:
-                return self._socket_worker(name)
+                return self._socket_worker(name, cpu)
             except NeverConnected:
                 # The engine cannot see our socket directory (remote or sandboxed daemon):
                 # fall back to the attached stdin/stdout channel for this pool.
                 self.channel = "stdio"
                 print(f"warning: {NeverConnected.__doc__}; using docker attach instead", file=sys.stderr)
-                return self(index)
+                return self._start(f"{self.prefix}-{next(_NAMES)}", cpu)
         except SandboxError as exc:
             raise WorkerLost(str(exc)) from None
         except ENGINE_ERRORS as exc:
+            if cpu is not None and cpus.refused(exc):
+                raise cpus.Refused() from None
             raise WorkerLost(str(engine_error(exc, f"starting container {name}"))) from None
         except OSError as exc:
             raise WorkerLost(f"cannot start container {name}: {exc}") from None
 
-    def _spec(self, name: str, channel_dir: str | None = None, args: tuple[str, ...] = ()) -> ContainerSpec:
+    def _spec(self, name: str, cpu: int | None, channel_dir: str | None = None,
+              args: tuple[str, ...] = ()) -> ContainerSpec:
         return container_spec(
-            self.image, name, self.memory_mb, self.pids_limit, self.tmpfs_mb, channel_dir, args
+            self.image, name, self.memory_mb, self.pids_limit, self.tmpfs_mb, channel_dir, args, cpu
         )
 
-    def _socket_worker(self, name: str) -> Worker:
+    def _socket_worker(self, name: str, cpu: int | None) -> Worker:
         channel_dir = tempfile.mkdtemp(prefix=f"{CHANNEL_PREFIX}{os.getpid()}-")
         os.chmod(channel_dir, 0o711)  # the container's uid may traverse it, nobody may list it
         sock_name = secrets.token_hex(8) + ".sock"
@@ -320,7 +345,7 @@ class DockerFactory:
             listener.bind(path)
             os.chmod(path, 0o666)
             listener.listen(8)
-            spec = self._spec(name, channel_dir, ("--connect", f"{CHANNEL_MOUNT}/{sock_name}"))
+            spec = self._spec(name, cpu, channel_dir, ("--connect", f"{CHANNEL_MOUNT}/{sock_name}"))
             container_id = create_container(spec)
             engine.client().api.start(container_id)
             deadline = time.monotonic() + 20.0
@@ -355,12 +380,12 @@ class DockerFactory:
 
         return Worker(name, fd, fd, close, destroy, start_timeout_s=30.0)
 
-    def _attached_worker(self, name: str) -> Worker:
+    def _attached_worker(self, name: str, cpu: int | None) -> Worker:
         """A worker whose channel is the container's stdin/stdout through the API's attach
         socket (like ``docker run -i``): attached before the start, so no output is missed."""
         api = engine.client().api
         try:
-            container_id = create_container(self._spec(name))
+            container_id = create_container(self._spec(name, cpu))
             attached = api.attach_socket(
                 container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )

@@ -20,8 +20,9 @@ from grpo_code.sandbox import image
 LIMIT_FIELDS = ("timeout_s", "memory_mb", "max_output_kb", "file_size_mb", "compile_timeout_s",
                 "compile_memory_mb", "pids_limit", "tmpfs_mb")
 """The ``SandboxConfig`` fields that can change a verdict (a job's own limits override the
-first ones, but its defaults still come from here). ``workers``, ``container_max_jobs``
-and the backend only change how fast verdicts come; the image is keyed by its identity.
+first ones, but its defaults still come from here). ``workers``, ``container_max_jobs``,
+``pin_cpus`` (a test's time is CPU time and waiting for a CPU is not charged, so one CPU or
+many give the same verdict) and the backend only change how fast verdicts come; the image is keyed by its identity.
 ``max_job_output_kb`` only cuts the output a result keeps, after its verdicts are decided
 (executor/kept.py), so it is not here; ``record_output_kb`` changes only record jobs'
 verdicts, and their wire limits (hence any key hashed from them) carry it."""

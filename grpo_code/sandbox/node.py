@@ -101,7 +101,7 @@ class NodeSandbox:
                 # A compiler may use compile_memory_mb, the container must hold it.
                 memory = max(cfg.memory_mb, cfg.compile_memory_mb) if language in COMPILED else cfg.memory_mb
                 factory: Any = docker_backend.DockerFactory(
-                    default_image(cfg, language), memory, cfg.pids_limit, cfg.tmpfs_mb
+                    default_image(cfg, language), memory, cfg.pids_limit, cfg.tmpfs_mb, pin_cpus=cfg.pin_cpus
                 )
             else:
                 local_backend.check_tools(language)

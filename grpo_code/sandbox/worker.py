@@ -87,6 +87,7 @@ class Worker:
         self._buf = bytearray()
         self._next_id = 0
         self._dead = False
+        self._gone: list[Callable[[], None]] = []
         try:
             self.hello = self._read(time.monotonic() + start_timeout_s)
         except WorkerLost as exc:
@@ -171,6 +172,7 @@ class Worker:
             self._dead = True
             with contextlib.suppress(Exception):
                 self._on_close()
+            self._after()
 
     def destroy(self) -> None:
         """Hard stop: kill the executor and remove whatever it ran in."""
@@ -178,6 +180,19 @@ class Worker:
             self._dead = True
             with contextlib.suppress(Exception):
                 self._on_destroy()
+            self._after()
+
+    def when_gone(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the worker is stopped (what it held given back)."""
+        if self._dead:
+            fn()
+        else:
+            self._gone.append(fn)
+
+    def _after(self) -> None:
+        for fn in self._gone:
+            fn()
+        self._gone.clear()
 
     @property
     def dead(self) -> bool:
