@@ -326,6 +326,7 @@ def _train(cfg: RunConfig, run_dir: Path, checkpoint: Path | None, started: floa
             model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, callbacks=[metrics, ProgressBar(console)], prompt_filter=prompt_filter,
             rollout_func=rollouts, trim_padding=trim_padding, skip_zero_advantage=cfg.train.skip_zero_advantage,
+            row_seeds=cfg.generation.row_seeds,
         )
         if worker is not None:
             from grpo_code.training.ahead import WeightPush, probe_ids

@@ -260,7 +260,10 @@ def main() -> None:
                     "--temperature", str(cfg.generation.temperature),
                     "--max-new-tokens", str(cfg.generation.max_new_tokens),
                     "--batch-size", str(batch), "--seed", "1234", "--out", str(dest),
-                    f"model.dtype={'bfloat16' if bf16 else 'float32'}", *eval_stop],
+                    f"model.dtype={'bfloat16' if bf16 else 'float32'}",
+                    # Each sample its own generator whatever the config: before and after then
+                    # draw the same noise for a sample (common random numbers for the pairing).
+                    "generation.row_seeds=true", *eval_stop],
                    dest.with_suffix(".log"), args.json)
         summary = eval_summary(dest)
         return summary, split_pass(summary, split_ids[cfg.tasks.train_split]), split_pass(summary, split_ids[held_out]), secs

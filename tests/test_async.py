@@ -346,7 +346,8 @@ def test_training_ahead_of_the_update_stays_within_the_bound_stops_cleanly_and_r
               "train.trl.per_device_train_batch_size=8", "train.trl.num_generations=4", "train.trl.save_steps=1",
               "train.trl.learning_rate=1e-3", "generation.max_new_tokens=48", "generation.temperature=1.0",
               "tasks.train_split=1-4", "train.seed=1", "train.stop_after_code=true", "sandbox.backend=docker",
-              "sandbox.workers=2", f"model.name={tiny_vllm_model_dir}", f"output.dir={run}"]
+              "sandbox.workers=2", f"model.name={tiny_vllm_model_dir}", f"output.dir={run}",
+              "generation.vllm_dtype=float32"]  # the trainer's dtype: the probe's gap is the push's error alone
     first = subprocess.Popen([sys.executable, "-c", code, "train", *common], env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600

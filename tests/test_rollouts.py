@@ -104,6 +104,30 @@ def test_a_row_stopped_after_its_program_leaves_the_batch_and_the_others_sample_
     assert all(s.logprobs and len(s.logprobs) == len(s.ids) for s in plain)
 
 
+def test_rows_without_seeds_of_their_own_share_the_call_s_generator(tiny_model_dir: Path) -> None:
+    """``generation.row_seeds: false``: the rows of a call draw from one generator, seeded from
+    the call: the call repeats with its seed, its rows still differ, and a row's sample now
+    depends on the rows beside it (which per-row seeds rule out)."""
+    from grpo_code.generation.hf_decode import decode
+
+    gen = HFGenerator(resolve(str(tiny_model_dir)), dtype="float32")
+    [prompt] = [render(load_suite("demo").split("1-4").tasks[0], "chat")]
+    ids = [gen.prompt_ids(prompt)] * 3
+    shared = Sampling(temperature=1.0, max_new_tokens=MAX_NEW, row_seeds=False)
+    first = decode(gen.model, ids, shared, 9, gen.end_ids, gen.tokenizer.pad_token_id)
+    again = decode(gen.model, ids, shared, 9, gen.end_ids, gen.tokenizer.pad_token_id)
+    assert [s.ids for s in first] == [s.ids for s in again]
+    assert len({tuple(s.ids) for s in first}) > 1
+    own = decode(gen.model, ids, Sampling(temperature=1.0, max_new_tokens=MAX_NEW), 9, gen.end_ids,
+                 gen.tokenizer.pad_token_id)
+    assert [s.ids for s in own] != [s.ids for s in first]
+    args = SimpleNamespace(temperature=0.7, top_p=1.0, top_k=50, max_completion_length=32, repetition_penalty=1.0,
+                           min_p=None, generation_kwargs=None)
+    from grpo_code.training.rollouts import training_sampling
+
+    assert training_sampling(args, row_seeds=False).row_seeds is False and training_sampling(args).row_seeds
+
+
 def test_settings_the_rollouts_do_not_implement_are_refused() -> None:
     from grpo_code.errors import ConfigError
     from grpo_code.training.rollouts import training_sampling

@@ -144,6 +144,39 @@ def test_the_engine_loop_streams_rows_stops_one_and_seeds_each_row_on_its_own(de
     gen.close()
 
 
+def test_rows_without_seeds_of_their_own_send_no_seed_to_the_engine():
+    """``generation.row_seeds: false``: no request carries a seed (the CPU build's sampler then
+    skips two passes of exponential noise over the vocabulary a step), so the rows draw from
+    the engine's own generator; with it each row's request carries ``sample_seed(seed, r)``."""
+    from grpo_code.generation.base import Sampling
+    from grpo_code.generation.stream import sample_seed
+    from grpo_code.generation.vllm import stream_engine
+
+    class Engine:
+        def __init__(self):
+            self.seeds, self.pending = [], []
+
+        def add_request(self, name, prompt, params, lora_request=None):
+            self.seeds.append(params.seed)
+            self.pending.append(name)
+
+        def has_unfinished_requests(self):
+            return bool(self.pending)
+
+        def step(self):
+            done, self.pending = self.pending, []
+            return [SimpleNamespace(request_id=name, finished=True, outputs=[SimpleNamespace(
+                token_ids=[1, 2], finish_reason="length", stop_reason=None, logprobs=None)]) for name in done]
+
+        def abort_request(self, names):
+            pass
+
+    for row_seeds, expected in ((True, [sample_seed(7, r) for r in range(3)]), (False, [None] * 3)):
+        llm = SimpleNamespace(llm_engine=Engine())
+        samples = stream_engine(llm, [[5]] * 3, Sampling(max_new_tokens=2, row_seeds=row_seeds), 7)
+        assert llm.llm_engine.seeds == expected and [s.ended for s in samples] == ["length"] * 3
+
+
 @pytest.mark.docker
 def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_ready, demo_model_dir, tmp_path):
     run = tmp_path / "run"

@@ -135,6 +135,7 @@ def _plan(r: EvalRequest, note: Callable[[str], None]) -> _Plan:
     models = [] if r.samples is not None else [EvalSettings(
         model=name, suite=suite.name, suite_hash=suite.content_hash(), split=split, n=n,
         temperature=temperature, top_p=cfg.generation.top_p, top_k=cfg.generation.top_k,
+        row_seeds=cfg.generation.row_seeds,
         max_new_tokens=r.max_new_tokens or cfg.generation.max_new_tokens, seed=seed, backend=backend,
         batch_size=r.batch_size or cfg.generation.batch_size, style=model_prompt_style(backend, name),
         extract=cfg.tasks.extract, system_prompt=cfg.tasks.system_prompt, stop_after_code=r.stop_after_code,
@@ -195,7 +196,11 @@ def run(request: EvalRequest, console: Console | None = None) -> EvalResult:
         for settings in plan.models:
 
             def factory(settings: EvalSettings = settings) -> Any:
-                return load_generator(settings.backend, settings.model, dtype=cfg.model.dtype,
+                from grpo_code.generation.vllm import engine_dtype
+
+                dtype = (engine_dtype(cfg.generation.vllm_dtype, cfg.model.dtype) if settings.backend == "vllm"
+                         else cfg.model.dtype)
+                return load_generator(settings.backend, settings.model, dtype=dtype,
                                       batch_size=settings.batch_size,
                                       server_url=request.server_url or cfg.generation.server_url,
                                       vllm_gpu_memory_utilization=cfg.generation.vllm_gpu_memory_utilization,

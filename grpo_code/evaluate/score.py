@@ -68,6 +68,7 @@ class EvalSettings:
     extract: str = "last"
     system_prompt: str | None = None
     top_k: int = 50
+    row_seeds: bool = True
     stop_after_code: bool = False
     """End each completion once its program is whole (``hf`` backend)."""
     turns: int = 1
@@ -106,7 +107,7 @@ def eval_model(generator_factory: Callable[[], Any], settings: EvalSettings, sui
     todo = [(ci, seed, chunk) for ci, (seed, chunk) in enumerate(chunks)
             if any((t.id, j) not in have for t in chunk for j in range(settings.n))]
     sampling = Sampling(n=settings.n, temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
-                        max_new_tokens=settings.max_new_tokens, seed=settings.seed)
+                        max_new_tokens=settings.max_new_tokens, seed=settings.seed, row_seeds=settings.row_seeds)
     hooks.start("generate", sum(len(c) for _, _, c in todo))
     loaded: list[Any] = []
 

@@ -61,7 +61,7 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, ho
     turns_path = out_dir / "turns.jsonl"
     have = {(r["task_id"], r["index"], r["turn"]): r for r in read_jsonl(turns_path)}
     sampling = Sampling(n=1, temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
-                        max_new_tokens=settings.max_new_tokens, seed=settings.seed)
+                        max_new_tokens=settings.max_new_tokens, seed=settings.seed, row_seeds=settings.row_seeds)
 
     def generate(turn: int, active: list[int]) -> list[str]:
         if turn == 1:

@@ -30,6 +30,9 @@ class Sampling:
     max_new_tokens: int = 256
     seed: int = 0
     stop: tuple[str, ...] = field(default_factory=tuple)
+    row_seeds: bool = True
+    """Each row draws from its own generator (the seeding rule, :mod:`.stream`); False: the
+    rows of a call share one (``generation.row_seeds``)."""
 
 
 class Completion(str):

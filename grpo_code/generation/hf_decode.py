@@ -44,7 +44,8 @@ def decode(model: Any, prompt_ids: Sequence[Sequence[int]], sampling: Sampling, 
            end_ids: Collection[int], pad_id: int, watch: Watch | None = None, tokenizer: Any = None,
            logprobs: bool = True) -> list[Sample]:
     """Sample one completion per row of ``prompt_ids`` (row ``r`` seeded
-    ``sample_seed(seed, r)``). ``tokenizer`` is needed only for ``sampling.stop``."""
+    ``sample_seed(seed, r)``; without ``sampling.row_seeds`` the rows share the generator of
+    row 0). ``tokenizer`` is needed only for ``sampling.stop``."""
     rows = len(prompt_ids)
     if not rows:
         return []
@@ -59,8 +60,9 @@ def decode(model: Any, prompt_ids: Sequence[Sequence[int]], sampling: Sampling, 
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     greedy = sampling.temperature <= 0
+    per_row = sampling.row_seeds
     generators = [] if greedy else [torch.Generator(device=device).manual_seed(sample_seed(seed, r))
-                                    for r in range(rows)]
+                                    for r in range(rows if per_row else 1)]
     ends = torch.tensor(sorted(end_ids), dtype=torch.long, device=device)
     out_ids: list[list[int]] = [[] for _ in range(rows)]
     out_lps: list[list[float]] = [[] for _ in range(rows)]
@@ -84,8 +86,9 @@ def decode(model: Any, prompt_ids: Sequence[Sequence[int]], sampling: Sampling, 
             else:
                 scaled = logits / sampling.temperature
                 probs = filtered(scaled, sampling.top_k, sampling.top_p).softmax(dim=-1)
-                tokens = torch.cat([torch.multinomial(probs[b], 1, generator=generators[r])
-                                    for b, r in enumerate(active)])
+                tokens = (torch.cat([torch.multinomial(probs[b], 1, generator=generators[r])
+                                     for b, r in enumerate(active)]) if per_row
+                          else torch.multinomial(probs, 1, generator=generators[0])[:, 0])
             lps = scaled.log_softmax(dim=-1).gather(1, tokens[:, None])[:, 0].tolist() if logprobs else None
             is_end = torch.isin(tokens, ends).tolist()
             keep: list[int] = []

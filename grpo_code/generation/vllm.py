@@ -54,6 +54,32 @@ def cpu_build() -> bool:
     return True
 
 
+def native_bf16() -> bool:
+    """Whether bf16 matmuls run natively here: a GPU with bf16, or a CPU with AVX512-BF16 or
+    AMX (as oneDNN reports)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def engine_dtype(vllm_dtype: str, model_dtype: str) -> str:
+    """The dtype an engine samples in (``generation.vllm_dtype``): as set; ``auto``: the model's
+    half type, or for a float32 model bfloat16 where bf16 is native, else float32; a model
+    dtype ``auto`` leaves it to vLLM (the checkpoint's)."""
+    if vllm_dtype != "auto":
+        return vllm_dtype
+    if model_dtype in ("bfloat16", "float16"):
+        return model_dtype
+    if model_dtype == "float32":
+        return "bfloat16" if native_bf16() else "float32"
+    return "auto"
+
+
 SMALL_CPU = 4
 """Up to this many usable cores, the CPU build's worker computes on all of them."""
 
@@ -185,7 +211,7 @@ def stream_engine(llm: Any, prompt_ids: Sequence[Sequence[int]], sampling: Sampl
     """One request per row on ``llm``'s engine, stepped here: each row is reported to
     ``watch`` as it finishes, and a row whose program is whole is aborted in the engine
     (its place freed) and ends ``whole``. Row ``r`` is seeded ``sample_seed(seed, r)``;
-    ``seed`` ``None``: the engine's own random state (an engine that prefills in chunks,
+    ``seed`` ``None`` or ``sampling.row_seeds`` false: the engine's own random state (an engine that prefills in chunks,
     TRL's, cannot take per-request seeds on the CPU build). With ``logprobs`` each token's
     log-prob as the engine sampled it comes back."""
     vllm = _vllm()
@@ -199,7 +225,8 @@ def stream_engine(llm: Any, prompt_ids: Sequence[Sequence[int]], sampling: Sampl
         params = vllm.SamplingParams(
             n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
             max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
-            seed=None if seed is None else sample_seed(seed, r), logprobs=0 if logprobs else None,
+            seed=None if seed is None or not sampling.row_seeds else sample_seed(seed, r),
+            logprobs=0 if logprobs else None,
             output_kind=RequestOutputKind.CUMULATIVE)
         engine.add_request(names[r], {"prompt_token_ids": list(ids)}, params, lora_request=lora)
     samples: list[Sample | None] = [None] * len(names)

@@ -243,7 +243,7 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
         gpu = str(torch.cuda.device_count() - 1)  # the engine on the last GPU, the trainer on the first
     dtype = engine_dtype(cfg)
     size = engine_size(model, longest_prompt(tokenizer, rows), args, dtype)
-    spec = WorkerSpec(resolved.path, resolved.tokenizer_path, dtype, training_sampling(args),
+    spec = WorkerSpec(resolved.path, resolved.tokenizer_path, dtype, training_sampling(args, cfg.generation.row_seeds),
                       max_model_len=size.max_model_len, kv_bytes=size.kv_bytes, probe_ids=probe_ids(tokenizer),
                       cores=engine_cores, trust_remote_code=cfg.model.trust_remote_code, whole=whole,
                       gpu_memory_utilization=cfg.generation.vllm_gpu_memory_utilization, gpu=gpu)

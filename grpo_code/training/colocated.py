@@ -98,8 +98,10 @@ def longest_prompt(tokenizer: Any, rows: Sequence[dict[str, Any]]) -> int:
 
 
 def engine_dtype(cfg: Any) -> str:
-    """The engine's dtype: the model's where it names one, else vLLM's ``auto``."""
-    return cfg.model.dtype if cfg.model.dtype in ("float32", "bfloat16", "float16") else "auto"
+    """The engine's dtype (``generation.vllm_dtype``, :func:`grpo_code.generation.vllm.engine_dtype`)."""
+    from grpo_code.generation.vllm import engine_dtype as dtype_of
+
+    return dtype_of(cfg.generation.vllm_dtype, cfg.model.dtype)
 
 
 def start_colocated(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],

@@ -113,7 +113,7 @@ def trl_prompt(prompt: Any) -> Prompt:
     return Prompt("chat", messages=tuple({"role": m["role"], "content": m["content"]} for m in prompt))
 
 
-def training_sampling(args: Any) -> Sampling:
+def training_sampling(args: Any, row_seeds: bool = True) -> Sampling:
     """The sampling settings of ``train.trl`` (what TRL's own generation would use); settings
     the rollouts do not implement are refused rather than ignored."""
     unsupported = []
@@ -127,7 +127,7 @@ def training_sampling(args: Any) -> Sampling:
         raise ConfigError([f"train.trl.{u}: grpo-code's rollouts sample with temperature, top_p and top_k only; "
                            "remove it" for u in unsupported])
     return Sampling(n=1, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
-                    max_new_tokens=args.max_completion_length)
+                    max_new_tokens=args.max_completion_length, row_seeds=row_seeds)
 
 
 def batch_seed(seed: int, step: int, process: int, call: int) -> int:
@@ -238,7 +238,7 @@ def sample_rows(trainer: Any, prompt_ids: list[list[int]], seed: int, watch: Wat
              sampling: Sampling | None = None) -> list[Sample]:
     """One completion per row of ``prompt_ids`` from the trainer's policy, streamed through
     ``watch`` where the backend can (module docs)."""
-    sampling = sampling or training_sampling(trainer.args)
+    sampling = sampling or training_sampling(trainer.args, getattr(trainer, "row_seeds", True))
     tokenizer = trainer.processing_class
     ends = end_ids(trainer)
     generation = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
