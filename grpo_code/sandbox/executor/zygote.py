@@ -28,6 +28,10 @@ import time
 from . import protocol, spawn
 
 _ZYGOTE_ARG = "--zygote"
+SILENT = object()
+"""What :meth:`Zygote._read_line` returns when the zygote said nothing in time (``waiting``)."""
+RESUME_EVERY_S = 0.01
+"""How often the executor resumes a zygote it waits for (a leftover process may stop it again)."""
 REPLY_S = 5.0
 """How long the executor waits for the zygote's report of a test's process (a leftover
 process may keep stopping the zygote); then the zygote is replaced."""
@@ -64,9 +68,10 @@ class Zygote:
             self.stop()
             raise RuntimeError("the zygote did not start")
 
-    def _read_line(self, timeout: float):
+    def _read_line(self, timeout: float, waiting: bool = False):
         """The next JSON line from the zygote (descriptors that came with it go to
-        ``self._fds``), or None when it is gone, silent or confused."""
+        ``self._fds``), or None when it is gone, silent or confused; with ``waiting``, a
+        silence returns :data:`SILENT` (what came of a line so far is kept for the next call)."""
         self.sock.settimeout(timeout)
         try:
             while b"\n" not in self._buf:
@@ -75,6 +80,8 @@ class Zygote:
                 if not data:
                     return None
                 self._buf += data
+        except TimeoutError:
+            return SILENT if waiting else None
         except OSError:
             return None
         finally:
@@ -112,8 +119,14 @@ class Zygote:
         been killed. When the zygote is gone the process is the executor's own child (it
         was re-parented): wait for it here."""
         if self.sock is not None:
-            self.resume()
-            answer = self._read_line(REPLY_S)
+            # A process the program left may keep stopping the zygote (a loop of SIGSTOP to
+            # every pid, until the cleanup after this kills it): resume it while waiting.
+            deadline = time.monotonic() + REPLY_S
+            answer = SILENT
+            while answer is SILENT and time.monotonic() < deadline:
+                self.resume()
+                answer = self._read_line(min(RESUME_EVERY_S, max(0.001, deadline - time.monotonic())), waiting=True)
+            answer = None if answer is SILENT else answer
             if answer is not None and answer.get("exit") == pid:
                 return answer["status"], float(answer["cpu_s"])
             self.stop()  # it died or answered nonsense: the next test gets a new one
