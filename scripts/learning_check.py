@@ -178,18 +178,6 @@ def epoch_steps(cfg, suite) -> int | None:
     return tasks // prompts if prompts and tasks % prompts == 0 else None
 
 
-def native_bf16() -> bool:
-    """Whether bf16 matmuls run natively here (a GPU with bf16, or a CPU with AVX512-BF16/AMX)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("overrides", nargs="*", help="config overrides for training (key=value)")
@@ -213,6 +201,7 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT))
     from grpo_code.config import load_config
+    from grpo_code.generation.vllm import native_bf16
 
     bf16 = args.precision == "bf16" or (args.precision == "auto" and native_bf16())
     precision = ["train.trl.bf16=true"] if bf16 else []
