@@ -14,8 +14,9 @@ was trained, and the evals skip the prose after the code (``--whole-completions`
 
 It passes when pass@1 on the train tasks rises by at least ``--min-gain`` (default 0.05)
 absolute and by more than twice its standard error, taken over the per-task differences
-(both evals sample every task with the same seed, so how hard a task is cancels out). The
-held-out change is reported with its standard error the same way. The mean reward of the
+(both evals sample every task with the same seed, so how hard a task is cancels out); the
+error of the evals' sampling alone (binomial, the tasks held fixed) is reported beside it.
+The held-out change is reported with its standard error the same way. The mean reward of the
 last epoch of training against the first is reported too, paired by task (both epochs
 trained on the same tasks; with ``--steps`` not whole epochs, the first and last quarter
 of steps, over per-step means); with two epochs the first already trains, so that
@@ -66,8 +67,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # samples a task, learning rate 8e-5 nor the prompt filter changed that, and a third epoch
 # (18.3 minutes, now that rows of zero advantage skip the update) gained +0.095 with se
 # 0.051: 30 of the 42 tasks pass no sample before or after (docs/benchmarks.md).
+# A completion cut at the length limit inside its program scores -0.5 instead of 0: with
+# seed 1 and no penalty the policy drifted to long answers that never closed their code
+# (mean length 64 -> 124 tokens, pass@1 -0.042); the penalty gives a group of failing
+# answers a reason to close their code, as a length penalty does in DAPO.
 # Later overrides win.
-LEARNING = ["train.trl.per_device_train_batch_size=24", "train.trl.save_steps=1000", "train.trl.learning_rate=4e-5"]
+LEARNING = ["train.trl.per_device_train_batch_size=24", "train.trl.save_steps=1000", "train.trl.learning_rate=4e-5",
+            "rewards.tests.truncated=-0.5"]
 EPOCHS = 2
 
 
@@ -117,14 +123,30 @@ def reward_curve(run_dir: Path) -> list[float]:
 
 
 def paired_change(before: EvalSummary, after: EvalSummary, ids: set[str]) -> dict:
-    """pass@1 after minus before over the tasks ``ids`` that both evals scored, with its
-    standard error over the per-task differences: both evals sample the same tasks with
-    the same seed, so how hard a task is cancels out of the noise as it does out of the
-    difference."""
+    """pass@1 after minus before over the tasks ``ids`` that both evals scored, with two
+    standard errors.
+
+    ``se``, over the per-task differences: both evals sample every task with the same seed,
+    so how hard a task is cancels out of the noise as it does out of the difference; what is
+    left is the eval's sampling and how unevenly the tasks improved. The verdict uses it.
+
+    ``se_sampling``, the eval's sampling alone (the tasks held fixed): a task's share of
+    correct samples out of ``n`` has variance p(1 - p)/n, estimated without bias by
+    p(1 - p)/(n - 1), summed over both evals and the tasks. Sampling a task with the same
+    seed in both evals makes its two shares agree more than independent draws would, so
+    this overstates that noise, never understates it. Where it is well below ``se``, more
+    eval samples cannot shrink ``se``: the tasks' unevenness sets it."""
     first, last = before.shares(), after.shares()
-    diffs = [last[t] - first[t] for t in sorted(ids & first.keys() & last.keys())]
+    tasks = sorted(ids & first.keys() & last.keys())
+    diffs = [last[t] - first[t] for t in tasks]
+
+    def share_var(summary: EvalSummary, share: float, task: str) -> float:
+        return share * (1 - share) / max(1, summary.per_task[task].n - 1)
+
+    var = sum(share_var(before, first[t], t) + share_var(after, last[t], t) for t in tasks)
     se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
-    return {"tasks": len(diffs), "change": round(statistics.mean(diffs), 4) if diffs else 0.0, "se": round(se, 4)}
+    return {"tasks": len(diffs), "change": round(statistics.mean(diffs), 4) if diffs else 0.0,
+            "se": round(se, 4), "se_sampling": round(math.sqrt(var) / len(tasks) if tasks else 0.0, 4)}
 
 
 def first_last_test(rewards: list[float], run_dir: Path, part: int | None = None) -> dict:
@@ -281,7 +303,7 @@ def main() -> None:
         "reward": parts,
         "pass_at_1_before": before["pass_at_1"], "ci95_before": ci95(before),
         "pass_at_1_after": after["pass_at_1"], "ci95_after": ci95(after),
-        "pass_at_1_gain": round(gain, 4), "se_gain": train_change["se"],
+        "pass_at_1_gain": round(gain, 4), "se_gain": train_change["se"], "se_gain_sampling": train_change["se_sampling"],
         "se_before": before["se"], "se_after": after["se"],
         "held_out": {"split": held_out, "tasks": before_test["tasks"],
                      "pass_at_1_before": before_test["pass_at_1"], "se_before": before_test["se"],
@@ -316,8 +338,8 @@ def main() -> None:
               f"{parts['tasks']['first']})")
         print(f"pass@1 on {before['tasks']} train tasks (n={args.n}): {report['pass_at_1_before']:.3f} "
               f"(se {report['se_before']:.3f}) -> {report['pass_at_1_after']:.3f} (se {report['se_after']:.3f}) "
-              f"({gain:+.3f} +- {train_change['se']:.3f}, paired over tasks; need +{args.min_gain:.2f} and "
-              f"more than 2 se)")
+              f"({gain:+.3f} +- {train_change['se']:.3f} paired over tasks; the evals' sampling alone "
+              f"+- {train_change['se_sampling']:.3f}; need +{args.min_gain:.2f} and more than 2 se)")
         h = report["held_out"]
         print(f"pass@1 on {h['tasks']} held-out {h['split']} tasks: {h['pass_at_1_before']:.3f} (se {h['se_before']:.3f})"
               f" -> {h['pass_at_1_after']:.3f} (se {h['se_after']:.3f}): change {h['change']:+.3f} +- {h['se_change']:.3f} "
