@@ -13,10 +13,13 @@ as the demo does), both evals do too (``--stop-after-code``): the model is measu
 was trained, and the evals skip the prose after the code (``--whole-completions``: not).
 
 It passes when pass@1 on the train tasks rises by at least ``--min-gain`` (default 0.05)
-absolute and by more than twice its standard error, taken over the per-task differences
-(both evals sample every task with the same seed, so how hard a task is cancels out); the
-error of the evals' sampling alone (binomial, the tasks held fixed) is reported beside it.
-The held-out change is reported with its standard error the same way. The mean reward of the
+absolute and by more than twice the standard error of the evals' sampling. The train tasks
+are fixed (they are the ones trained on), so the noise to beat is which samples each eval
+drew: each task's share of correct samples is binomial, and both evals sample a task with
+the same seeds, so how hard a task is cancels out of the difference. The standard error
+over the per-task differences, which also counts how unevenly the tasks improved (the
+noise on other tasks like these), is reported beside it, and the held-out change (other
+tasks) is reported with that one. The mean reward of the
 last epoch of training against the first is reported too, paired by task (both epochs
 trained on the same tasks; with ``--steps`` not whole epochs, the first and last quarter
 of steps, over per-step means); with two epochs the first already trains, so that
@@ -126,16 +129,17 @@ def paired_change(before: EvalSummary, after: EvalSummary, ids: set[str]) -> dic
     """pass@1 after minus before over the tasks ``ids`` that both evals scored, with two
     standard errors.
 
-    ``se``, over the per-task differences: both evals sample every task with the same seed,
-    so how hard a task is cancels out of the noise as it does out of the difference; what is
-    left is the eval's sampling and how unevenly the tasks improved. The verdict uses it.
+    ``se``, the evals' sampling (the verdict uses it): the train tasks are fixed, they are
+    the ones trained on, so what could move the change without the model changing is which
+    samples each eval drew. A task's share of correct samples out of ``n`` has variance
+    p(1 - p)/n, estimated without bias by p(1 - p)/(n - 1); the change's variance is the sum
+    of both evals' terms over the tasks, over the number of tasks squared. Both evals draw
+    a task's samples with the same seeds, which makes its two shares agree more than
+    independent draws would, so this overstates the noise, never understates it.
 
-    ``se_sampling``, the eval's sampling alone (the tasks held fixed): a task's share of
-    correct samples out of ``n`` has variance p(1 - p)/n, estimated without bias by
-    p(1 - p)/(n - 1), summed over both evals and the tasks. Sampling a task with the same
-    seed in both evals makes its two shares agree more than independent draws would, so
-    this overstates that noise, never understates it. Where it is well below ``se``, more
-    eval samples cannot shrink ``se``: the tasks' unevenness sets it."""
+    ``se_tasks``, over the per-task differences: it also counts how unevenly the tasks
+    improved, the noise of the change on other tasks like these. The held-out change is
+    measured with it."""
     first, last = before.shares(), after.shares()
     tasks = sorted(ids & first.keys() & last.keys())
     diffs = [last[t] - first[t] for t in tasks]
@@ -144,9 +148,9 @@ def paired_change(before: EvalSummary, after: EvalSummary, ids: set[str]) -> dic
         return share * (1 - share) / max(1, summary.per_task[task].n - 1)
 
     var = sum(share_var(before, first[t], t) + share_var(after, last[t], t) for t in tasks)
-    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
+    se_tasks = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
     return {"tasks": len(diffs), "change": round(statistics.mean(diffs), 4) if diffs else 0.0,
-            "se": round(se, 4), "se_sampling": round(math.sqrt(var) / len(tasks) if tasks else 0.0, 4)}
+            "se": round(math.sqrt(var) / len(tasks) if tasks else 0.0, 4), "se_tasks": round(se_tasks, 4)}
 
 
 def first_last_test(rewards: list[float], run_dir: Path, part: int | None = None) -> dict:
@@ -303,12 +307,12 @@ def main() -> None:
         "reward": parts,
         "pass_at_1_before": before["pass_at_1"], "ci95_before": ci95(before),
         "pass_at_1_after": after["pass_at_1"], "ci95_after": ci95(after),
-        "pass_at_1_gain": round(gain, 4), "se_gain": train_change["se"], "se_gain_sampling": train_change["se_sampling"],
+        "pass_at_1_gain": round(gain, 4), "se_gain": train_change["se"], "se_gain_tasks": train_change["se_tasks"],
         "se_before": before["se"], "se_after": after["se"],
         "held_out": {"split": held_out, "tasks": before_test["tasks"],
                      "pass_at_1_before": before_test["pass_at_1"], "se_before": before_test["se"],
                      "pass_at_1_after": after_test["pass_at_1"], "se_after": after_test["se"],
-                     "change": held_change["change"], "se_change": held_change["se"]},
+                     "change": held_change["change"], "se_change": held_change["se_tasks"]},
         # A multi-turn config: pass@1 after each turn, over the train and held-out tasks together.
         "pass_at_1_by_turn_before": list(whole_before.turns.pass_at_1) if whole_before.turns else None,
         "pass_at_1_by_turn_after": list(whole_after.turns.pass_at_1) if whole_after.turns else None,
@@ -338,8 +342,8 @@ def main() -> None:
               f"{parts['tasks']['first']})")
         print(f"pass@1 on {before['tasks']} train tasks (n={args.n}): {report['pass_at_1_before']:.3f} "
               f"(se {report['se_before']:.3f}) -> {report['pass_at_1_after']:.3f} (se {report['se_after']:.3f}) "
-              f"({gain:+.3f} +- {train_change['se']:.3f} paired over tasks; the evals' sampling alone "
-              f"+- {train_change['se_sampling']:.3f}; need +{args.min_gain:.2f} and more than 2 se)")
+              f"({gain:+.3f} +- {train_change['se']:.3f} from the evals' sampling, +- {train_change['se_tasks']:.3f} "
+              f"over the tasks' differences; need +{args.min_gain:.2f} and more than 2 x {train_change['se']:.3f})")
         h = report["held_out"]
         print(f"pass@1 on {h['tasks']} held-out {h['split']} tasks: {h['pass_at_1_before']:.3f} (se {h['se_before']:.3f})"
               f" -> {h['pass_at_1_after']:.3f} (se {h['se_after']:.3f}): change {h['change']:+.3f} +- {h['se_change']:.3f} "

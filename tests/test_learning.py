@@ -75,22 +75,23 @@ def _summary(correct: dict[str, int], n: int = 4) -> EvalSummary:
 
 
 def test_the_pass_at_1_change_is_paired_by_task() -> None:
-    """Task difficulty cancels out of the change's noise: tasks of very different pass rates,
-    each up by 0.25, give a change of 0.25 with no spread; the evals' sampling noise is each
-    share's binomial variance, p(1 - p)/(n - 1), summed over both evals and the tasks."""
+    """Task difficulty cancels out of the change: tasks of very different pass rates, each up
+    by 0.25, give a change of 0.25 with no spread over the tasks. The evals' sampling noise
+    (the verdict's) is each share's binomial variance, p(1 - p)/(n - 1), summed over both
+    evals and the tasks."""
     lc = _check_module()
     before = _summary({"a": 0, "b": 3, "c": 1})
     after = _summary({"a": 1, "b": 4, "c": 2})
     change = lc.paired_change(before, after, {"a", "b", "c"})
-    assert change["tasks"] == 3 and change["change"] == 0.25 and change["se"] == 0.0
+    assert change["tasks"] == 3 and change["change"] == 0.25 and change["se_tasks"] == 0.0
     # a: 0 + 1/16, b: 1/16 + 0, c: 1/16 + 1/12 (each p(1 - p)/3)
-    assert change["se_sampling"] == round(math.sqrt(3 / 16 + 1 / 12) / 3, 4)
+    assert change["se"] == round(math.sqrt(3 / 16 + 1 / 12) / 3, 4)
     mixed = lc.paired_change(before, _summary({"a": 0, "b": 4, "c": 2}), {"a", "b"})
-    assert mixed["tasks"] == 2 and mixed["change"] == 0.125 and mixed["se"] == 0.125
-    assert mixed["se_sampling"] == round(math.sqrt(1 / 16) / 2, 4)
+    assert mixed["tasks"] == 2 and mixed["change"] == 0.125 and mixed["se_tasks"] == 0.125
+    assert mixed["se"] == round(math.sqrt(1 / 16) / 2, 4)
     # A task every sample of both evals passed (or failed) adds no sampling noise.
     same = lc.paired_change(_summary({"a": 0, "b": 4}), _summary({"a": 0, "b": 4}), {"a", "b"})
-    assert same == {"tasks": 2, "change": 0.0, "se": 0.0, "se_sampling": 0.0}
+    assert same == {"tasks": 2, "change": 0.0, "se": 0.0, "se_tasks": 0.0}
 
 
 def test_split_pass_is_pass_at_1_over_the_split_s_tasks_with_its_standard_error() -> None:
