@@ -66,14 +66,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # first epoch with the last, so both see the same tasks and the comparison is not decided
 # by which tasks the sampler drew. Two epochs at twice the demo's learning rate, to fit 20
 # minutes on 2 cores (4 epochs at 2e-5 gained pass@1 +0.14 to +0.18 in 25 to 41 minutes).
-# It gains about +0.07 with paired se 0.04, short of passing reliably; neither 8 eval
-# samples a task, learning rate 8e-5 nor the prompt filter changed that, and a third epoch
-# (18.3 minutes, now that rows of zero advantage skip the update) gained +0.095 with se
-# 0.051: 30 of the 42 tasks pass no sample before or after (docs/benchmarks.md).
-# A completion cut at the length limit inside its program scores -0.5 instead of 0: with
-# seed 1 and no penalty the policy drifted to long answers that never closed their code
-# (mean length 64 -> 124 tokens, pass@1 -0.042); the penalty gives a group of failing
-# answers a reason to close their code, as a length penalty does in DAPO.
+# Neither 8 eval samples a task, learning rate 8e-5, the prompt filter nor a third epoch
+# made it gain more than about +0.07 to +0.10: 30 of the 42 tasks pass no sample before
+# or after (docs/benchmarks.md). A completion cut at the length limit inside its program
+# scores -0.5 instead of 0: with seed 1 and no penalty the policy drifted to long answers
+# that never closed their code (mean length 64 -> 124 tokens, pass@1 -0.042); the penalty
+# gives a group of failing answers a reason to close their code, as a length penalty does
+# in DAPO. With it, seeds 0-2 gained +0.066 to +0.137 with vLLM and +0.024 to +0.030 with hf.
 # Later overrides win.
 LEARNING = ["train.trl.per_device_train_batch_size=24", "train.trl.save_steps=1000", "train.trl.learning_rate=4e-5",
             "rewards.tests.truncated=-0.5"]
