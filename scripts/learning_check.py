@@ -15,15 +15,15 @@ was trained, and the evals skip the prose after the code (``--whole-completions`
 It passes when pass@1 on the train tasks rises by at least ``--min-gain`` (default 0.05)
 absolute and by more than twice the standard error of the evals' sampling. The train tasks
 are fixed (they are the ones trained on), so the noise to beat is which samples each eval
-drew: each task's share of correct samples is binomial, and both evals sample a task with
-the same seeds, so how hard a task is cancels out of the difference. The standard error
-over the per-task differences, which also counts how unevenly the tasks improved (the
-noise on other tasks like these), is reported beside it, and the held-out change (other
-tasks) is reported with that one. The mean reward of the
-last epoch of training against the first is reported too, paired by task (both epochs
-trained on the same tasks; with ``--steps`` not whole epochs, the first and last quarter
-of steps, over per-step means); with two epochs the first already trains, so that
-difference understates the change and is not part of the verdict.
+drew: each task's share of correct samples is binomial (both evals sample a task with the
+same seeds, so how hard a task is cancels out of the difference). The standard error over
+the per-task differences, which also counts how unevenly the tasks improved (the noise on
+other tasks like these), is reported beside it, and the held-out change (other tasks) is
+reported with that one. The mean reward of the last epoch of training against the first
+is reported too, paired by task (both epochs trained on the same tasks; with ``--steps``
+not whole epochs, the first and last quarter of steps, over per-step means); with two
+epochs the first already trains, so that difference understates the change and is not
+part of the verdict.
 
     .venv/bin/python scripts/learning_check.py               # prints the curve and a verdict
     .venv/bin/python scripts/learning_check.py --json        # one JSON object on stdout
