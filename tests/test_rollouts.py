@@ -104,6 +104,45 @@ def test_a_row_stopped_after_its_program_leaves_the_batch_and_the_others_sample_
     assert all(s.logprobs and len(s.logprobs) == len(s.ids) for s in plain)
 
 
+def test_hf_rollouts_sample_under_the_trainer_s_autocast(tiny_model_dir: Path) -> None:
+    """With ``train.trl.bf16`` TRL computes the policy's log-probs under the accelerator's
+    autocast; the hf rollouts sample under the same context, so the rows come from the
+    policy the update scores (its matmuls in bf16), and in fp32 without it."""
+    import torch
+
+    from grpo_code.training.rollouts import sample_rows
+
+    gen = HFGenerator(resolve(str(tiny_model_dir)), dtype="float32")
+    [prompt] = [render(load_suite("demo").split("1-4").tasks[0], "chat")]
+    sampling = Sampling(temperature=1.0, max_new_tokens=4)
+    seen: list[torch.dtype] = []
+    hook = gen.model.get_output_embeddings().register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+
+    class Bf16:
+        """The trainer's accelerator, with bf16 mixed precision's autocast."""
+
+        def __init__(self, accelerator):  # noqa: ANN001
+            self.accelerator = accelerator
+
+        def __getattr__(self, name: str):  # noqa: ANN204
+            return getattr(self.accelerator, name)
+
+        def autocast(self):  # noqa: ANN202
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+
+    try:
+        trainer = fake_trainer(gen.model, gen.tokenizer, sampling)
+        plain = sample_rows(trainer, [gen.prompt_ids(prompt)] * 2, 5, None, sampling)
+        assert set(seen) == {torch.float32}
+        seen.clear()
+        trainer.accelerator = Bf16(trainer.accelerator)
+        mixed = sample_rows(trainer, [gen.prompt_ids(prompt)] * 2, 5, None, sampling)
+        assert set(seen) == {torch.bfloat16}
+        assert all(len(s.ids) >= 1 for s in plain + mixed)
+    finally:
+        hook.remove()
+
+
 def test_rows_without_seeds_of_their_own_share_the_call_s_generator(tiny_model_dir: Path) -> None:
     """``generation.row_seeds: false``: the rows of a call draw from one generator, seeded from
     the call: the call repeats with its seed, its rows still differ, and a row's sample now

@@ -247,8 +247,11 @@ def sample_rows(trainer: Any, prompt_ids: list[list[int]], seed: int, watch: Wat
 
         from grpo_code.generation.hf_decode import decode
 
+        # Under the trainer's autocast (bf16 with train.trl.bf16): the rows are sampled from
+        # the policy as the update computes its log-probs, and faster on a bf16 CPU or GPU.
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model:
+                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model, \
+                trainer.accelerator.autocast():
             return decode(model, prompt_ids, sampling, seed, ends, tokenizer.pad_token_id, watch, tokenizer,
                           logprobs=False)
     seeded = getattr(generation, "seeded", False)  # our colocated engine; TRL's prefills in chunks and cannot
