@@ -76,12 +76,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # three epochs, none before); with neither penalised, it drifted to long answers that
 # never closed their code (seed 1: mean length 64 -> 124 tokens, pass@1 -0.042), which a
 # length penalty prevents in DAPO (docs/benchmarks.md).
-# Activation checkpointing is off (the demo has it on to fit small machines): the update
-# is faster, and the check's peak memory is about 10 GiB.
 # Later overrides win.
 LEARNING = ["train.trl.per_device_train_batch_size=24", "train.trl.save_steps=1000", "train.trl.learning_rate=4e-5",
-            "rewards.tests.mode=all_or_nothing", "rewards.tests.truncated=-0.5", "rewards.tests.no_code=-0.5",
-            "train.trl.activation_checkpointing=false"]
+            "rewards.tests.mode=all_or_nothing", "rewards.tests.truncated=-0.5", "rewards.tests.no_code=-0.5"]
 EPOCHS = 3
 
 
