@@ -2,7 +2,7 @@
 
 Three commands, each the one a user would run:
 
-1. ``grpo-code eval MODEL --split all --n 8``  pass@1 of the untrained model on the demo
+1. ``grpo-code eval MODEL --split all --n 4``  pass@1 of the untrained model on the demo
    suite's train tasks and, from the same eval, on its held-out test tasks (sampled at the
    training temperature),
 2. ``grpo-code train CONFIG``                   GRPO on the train tasks,
