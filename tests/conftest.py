@@ -42,6 +42,28 @@ def pytest_configure(config: pytest.Config) -> None:
         config.busy_machine = True  # type: ignore[attr-defined]
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.exit_status = int(exitstatus)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """With ``GRPO_CODE_TEST_QUIET_EXIT=1`` (scripts/test.sh sets it), end the process once
+    pytest is done, after the exit handlers but before the interpreter's own teardown:
+    triton's bindings, loaded by vLLM and torch tests, print dozens of nanobind "leaked"
+    warnings at teardown, and the last line a run shows should be pytest's summary."""
+    status = getattr(config, "exit_status", None)
+    if status is None or os.environ.get("GRPO_CODE_TEST_QUIET_EXIT") != "1":
+        return
+    import atexit
+    import sys
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     if getattr(config, "busy_machine", False):
         return "busy machine: torch computes on 1 thread in the test process"
