@@ -17,6 +17,7 @@ from grpo_code.config import SandboxConfig
 from grpo_code.errors import GrpoCodeError
 from grpo_code.sandbox import docker_backend
 from grpo_code.sandbox import engine as docker_engine
+from grpo_code.sandbox.languages import FACTS
 from grpo_code.sandbox.types import Job, Limits, ScriptTest, Verdict
 
 NETWORK_PROGRAM = """\
@@ -45,6 +46,9 @@ SELF_TESTS: list[tuple[str, Job, Verdict]] = [
         Verdict.MEMORY,
     ),
     ("network blocked", Job(NETWORK_PROGRAM, (ScriptTest("assert blocked, names"),)), Verdict.PASS),
+    # The packages datasets assume (languages.py, modules): a correct reference that imports
+    # one must not fail for its absence.
+    ("packages", Job("".join(f"import {m}\n" for m in FACTS["python"].modules), (ScriptTest(""),)), Verdict.PASS),
 ]
 
 
@@ -124,6 +128,10 @@ def diagnose(config: SandboxConfig | None = None, run_self_test: bool = True) ->
         note = ""
         if name == "network blocked" and report.backend == "local":
             ok, note = True, "not isolated: the local backend is not a security boundary"
+        elif name == "packages" and report.backend == "local" and not ok:
+            ok, note = True, f"the host's Python lacks one of {', '.join(FACTS['python'].modules)}"
+        elif name == "packages":
+            note = ", ".join(FACTS["python"].modules)
         elif not ok and result.tests:
             note = result.tests[0].message[-200:]
         report.checks.append(Check(name, expected.value, got, ok, result.duration_ms, note))

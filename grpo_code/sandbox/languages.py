@@ -31,6 +31,9 @@ class Language:
     language names)."""
     bootstrap_packages: tuple[str, ...]
     """Debian packages of its image when built from Debian sources (``--bootstrap``)."""
+    modules: tuple[str, ...] = ()
+    """Third-party Python modules the language's common datasets assume (Python only):
+    ``sandbox doctor`` checks that the image imports them."""
     compiled: bool = False
     """Its jobs are built before their tests run: the host sends the compile limits, adds the
     build time to a job's deadline and sizes the container for the compiler."""
@@ -53,7 +56,9 @@ class Language:
 FACTS: dict[str, Language] = {
     "python": Language(
         display="Python", fence="python", fence_tags=("python", "python3", "py"), aliases=("py", "python3"),
-        bootstrap_packages=("python3",)),
+        # LeetCode's judge has sortedcontainers; solutions in TACO, APPS and KodCode import numpy.
+        bootstrap_packages=("python3", "python3-sortedcontainers", "python3-numpy"),
+        modules=("sortedcontainers", "numpy")),
     "javascript": Language(
         display="JavaScript", fence="javascript", fence_tags=("javascript", "js", "node"), aliases=("js", "nodejs"),
         bootstrap_packages=("python3", "nodejs"),

@@ -56,6 +56,7 @@ from grpo_code.tasks.helpers import native_helpers, prompt_helpers
 from grpo_code.tasks.kodcode import kodcode
 from grpo_code.tasks.records import (
     STDIN_INSTRUCTION,
+    UNREADABLE_JSON,
     Conversion,
     Record,
     RecordError,
@@ -64,6 +65,8 @@ from grpo_code.tasks.records import (
     detect_format,
     first_key,
     io_test,
+    json_problem,
+    parse_json,
     read_records,
     wrong_adapter,
 )
@@ -236,11 +239,14 @@ def mbpp(records: list[Record], source: str = "mbpp") -> list[Record]:
 
 
 def _maybe_json(value: Any) -> Any:
+    """JSON text parsed, other text as it is (a stdin that starts with a bracket)."""
     if isinstance(value, str) and value.strip()[:1] in "[{":
         try:
-            return json.loads(value)
+            return parse_json(value)
         except json.JSONDecodeError:
             return value
+        except UNREADABLE_JSON as exc:  # JSON, but too deep or too large to read
+            raise RecordError("(record)", json_problem(exc)) from None
     return value
 
 

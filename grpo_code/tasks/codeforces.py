@@ -30,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grpo_code.errors import SuiteError
 from grpo_code.tasks.records import STDIN_INSTRUCTION, Record, RecordError, convert_each, first_key, io_test
 from grpo_code.tasks.rl_sets import _limits
 
@@ -84,18 +85,61 @@ def generated_tests(folder: Path, records: list[Record]) -> dict[str, list[tuple
     found: dict[str, list[tuple[int, str, str]]] = {}
     for contest, ids in wanted.items():
         shard = folder / f"test_cases_{int(contest):04d}.parquet"
-        if not shard.is_file():
-            continue
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(shard, columns=["problem_id", "input", "output", "test_i"],
-                             filters=[("problem_id", "in", sorted(ids))]).to_pylist()
-        for row in rows:
-            if isinstance(row.get("input"), str) and isinstance(row.get("output"), str):
-                found.setdefault(row["problem_id"], []).append((int(row.get("test_i") or 0), row["input"],
-                                                                row["output"]))
+        if shard.is_file():
+            _shard_rows(shard, ids, found)
     return {pid: [(given, wanted) for _, given, wanted in sorted(rows, key=lambda t: t[0])]
             for pid, rows in found.items()}
+
+
+MAX_GENERATED_MB = 256
+"""The largest generated test (input and output together) read from a shard, in MiB."""
+
+
+def _shard_rows(shard: Path, ids: set[str], found: dict[str, list[tuple[int, str, str]]]) -> None:
+    """The rows of ``ids``' problems in one shard, into ``found``. The problem ids are read
+    first (whether or not the shard has statistics); then only the row groups that hold one
+    of them, a row at a time, and a row of another problem is never turned into Python
+    strings. Parquet decodes a column a row group at a time, so a row group that mixes a
+    wanted problem with a huge test of another costs about three times that test
+    (docs/tasks.md, Codeforces)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(shard)
+        names = set(table.schema_arrow.names)
+        if not {"problem_id", "input", "output"} <= names:
+            raise SuiteError(f"{shard}: no problem_id, input and output columns",
+                             "is this a shard of open-r1's codeforces generated tests?")
+        columns = ["problem_id", "input", "output"] + (["test_i"] if "test_i" in names else [])
+        groups = [g for g in range(table.num_row_groups)
+                  if pc.any(pc.is_in(table.read_row_group(g, columns=["problem_id"]).column(0),
+                                     value_set=pa.array(sorted(ids)))).as_py()]
+        for group in groups:
+            for batch in table.iter_batches(batch_size=1, row_groups=[group], columns=columns):
+                pid = batch.column(0)[0].as_py()
+                if pid not in ids:
+                    continue
+                given, wanted = batch.column(1)[0], batch.column(2)[0]
+                size = sum(len(v.as_buffer() or b"") if isinstance(v, pa.StringScalar) and v.is_valid else 0
+                           for v in (given, wanted))
+                if size > MAX_GENERATED_MB << 20:
+                    raise SuiteError(f"{shard}: a generated test of {pid} over {MAX_GENERATED_MB} MiB",
+                                     "leave out --generated-tests, or this problem")
+                given, wanted = given.as_py(), wanted.as_py()
+                if not (isinstance(given, str) and isinstance(wanted, str)):
+                    continue
+                index = batch.column(3)[0].as_py() if "test_i" in columns else 0
+                try:
+                    index = int(index or 0)
+                except (TypeError, ValueError):
+                    raise SuiteError(f"{shard}: test_i {str(index)[:40]!r} of {pid} is not an integer",
+                                     "check the shard (test_i numbers each problem's tests)") from None
+                found.setdefault(pid, []).append((index, given, wanted))
+    except (pa.ArrowException, OSError) as exc:
+        raise SuiteError(f"{shard}: not a readable parquet file ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
+                         "check the shard (a truncated or corrupt download?)") from None
 
 
 def codeforces(records: list[Record], source: str = "codeforces", split: str | None = None,

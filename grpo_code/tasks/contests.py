@@ -28,10 +28,8 @@ with every other such record (:func:`~grpo_code.tasks.records.convert_each`).
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
-import sys
 from typing import Any
 
 from grpo_code.errors import SuiteError
@@ -39,11 +37,14 @@ from grpo_code.tasks.mapcoder import DEF, call_args, starter_function
 from grpo_code.tasks.records import (
     HINT,
     STDIN_INSTRUCTION,
+    UNREADABLE_JSON,
     Record,
     RecordError,
     convert_each,
     first_key,
     io_test,
+    json_problem,
+    parse_json,
     wrong_adapter,
 )
 
@@ -87,16 +88,12 @@ def _bad(where: str, problem: str, hint: str = HINT) -> RecordError:
 
 def _json_field(value: Any, where: str) -> Any:
     """A field that copies store either as JSON text or already parsed (integers past
-    Python's 4300-digit limit are data here: read whole)."""
+    Python's 4300-digit limit are data here: read whole, in bounded time)."""
     if isinstance(value, str):
-        limit = sys.get_int_max_str_digits()
-        sys.set_int_max_str_digits(0)
         try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise _bad(where, f"not valid JSON ({exc.msg})") from None
-        finally:
-            sys.set_int_max_str_digits(limit)
+            return parse_json(value)
+        except UNREADABLE_JSON as exc:
+            raise _bad(where, json_problem(exc)) from None
     return value
 
 

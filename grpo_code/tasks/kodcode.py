@@ -22,6 +22,7 @@ unreadable, with the reason.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from grpo_code.tasks.records import Record, RecordError, convert_each, first_key
@@ -31,8 +32,12 @@ import re as _re
 
 
 class _Raises:
+    """``pytest.raises``; what ``with ... as excinfo`` gives has pytest's ``value``, ``type``,
+    ``typename``, ``tb`` and ``match()``."""
+
     def __init__(self, expected, match=None):
-        self.expected, self.match, self.value = expected, match, None
+        self.expected, self._pattern, self.value, self.type, self.typename, self.tb = (
+            expected, match, None, None, None, None)
 
     def __enter__(self):
         return self
@@ -42,27 +47,56 @@ class _Raises:
             raise AssertionError(f"DID NOT RAISE {self.expected}")
         if not _raised_as(kind, value, self.expected):
             return False
-        if self.match is not None and not _re.search(self.match, str(value)):
-            raise AssertionError(f"the message {str(value)!r} does not match {self.match!r}")
-        self.value = value
+        if self._pattern is not None and not _re.search(self._pattern, str(value)):
+            raise AssertionError(f"the message {str(value)!r} does not match {self._pattern!r}")
+        self.value, self.tb = value, tb
+        self.type, self.typename = _raised_type(kind, value, self.expected)
         return True
+
+    def match(self, pattern):
+        if not _re.search(pattern, str(self.value)):
+            raise AssertionError(f"the message {str(self.value)!r} does not match {pattern!r}")
+        return True
+
+    def errisinstance(self, exc):
+        return isinstance(self.value, exc)
+
+
+def _raised_type(kind, value, expected):
+    """The raised exception's class and its name, as the test knows them: a builtin the
+    program raised is that builtin; a class of the program's is the program's class (the
+    test's own name for it where it has one)."""
+    own = getattr(value, "program_classes", ())
+    name = (own[0] if own else kind.__name__).rpartition(".")[2]
+    if not own:
+        base = __builtins__.get(name) if isinstance(__builtins__, dict) else getattr(__builtins__, name, None)
+        return (base if isinstance(base, type) and issubclass(kind, base) else kind), name
+    for candidate in (expected if isinstance(expected, tuple) else (expected,)):
+        if not isinstance(candidate, type) and _names_class(candidate, own[0]):
+            return candidate, name
+    found = globals().get("__program__", {}).get(name)
+    return (found if found is not None else kind), name
+
+
+def _names_class(cls, qualname):
+    try:
+        wanted = str(cls)  # the program's class, as it writes itself: <class 'module.Name'>
+    except Exception:
+        return False
+    return isinstance(wanted, str) and (wanted == f"<class '{qualname}'>" or wanted.endswith(f".{qualname}'>"))
 
 
 def _raised_as(kind, value, expected):
     """Whether the exception is one ``expected`` names. A class the program defines (the test
     imports it from the solution) is a stand-in here, and the program's exception arrives as
-    its nearest builtin class carrying the program's class name: the names must match."""
+    its nearest builtin class carrying the names of the program's classes it derives from:
+    one must be the expected class's."""
     if isinstance(expected, tuple):
         return any(_raised_as(kind, value, e) for e in expected)
     if isinstance(expected, type):
         return issubclass(kind, expected)
-    raised = getattr(value, "program_type", None)
-    try:
-        wanted = str(expected)  # the program's class, as it writes itself: <class 'module.Name'>
-    except Exception:
-        return False
-    return isinstance(raised, str) and bool(raised) and isinstance(wanted, str) and (
-        wanted == f"<class '{raised}'>" or wanted.endswith(f".{raised}'>"))
+    own = getattr(value, "program_classes", ())
+    return any(_names_class(expected, name) for name in own if isinstance(name, str) and name)
 
 
 class _Approx:
@@ -126,6 +160,24 @@ class pytest:
         raise _Failed(reason)
 
 
+def _from_solution(into, names, declared=()):
+    """``from solution import ...`` as pytest runs it: the names are the program's, builtins'
+    names included (a program's ``sum`` shadows the builtin). ``names`` maps each bound name
+    to the program's; None is a star import, which binds the public names, a builtin's name
+    only where the task declares it (its ``test_info``): an undeclared ``sorted`` of the
+    program never judges its own answers."""
+    program = into["__program__"]
+    if names is None:
+        for name in declared:
+            if name in program:
+                into[name] = program[name]
+        return
+    for alias, name in names.items():
+        if name not in program:
+            raise ImportError(f"cannot import name {name!r} from 'solution'")
+        into[alias] = program[name]
+
+
 def _run_test(fn):
     runs = [{}]
     for sets in fn.__dict__.get("_parameter_sets", []):
@@ -135,16 +187,19 @@ def _run_test(fn):
 '''
 """What the tests take from pytest, run by the judge before each test (``Task.helpers``)."""
 
-def _collect(module: str, where: str) -> list[Record]:
-    try:
-        tree = ast.parse(module)
-    except SyntaxError as exc:
-        raise RecordError(where, f"not Python ({exc.msg}, line {exc.lineno})") from None
+def _collect(module: str, where: str, declared: tuple[str, ...] = ()) -> list[Record]:
+    tree = _parse(module, where)
     drop: set[int] = set()
+    replaced: dict[int, str] = {}
     names: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "solution" and node.level == 0:
             drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+            if any(a.name == "*" for a in node.names):
+                replaced[node.lineno] = f"_from_solution(globals(), None, {tuple(declared)!r})"
+            else:
+                bound = {a.asname or a.name: a.name for a in node.names}
+                replaced[node.lineno] = f"_from_solution(globals(), {bound!r})"
         elif isinstance(node, ast.Import) and any(a.name in ("solution", "pytest") for a in node.names):
             if any(a.name == "solution" for a in node.names):
                 raise RecordError(where, "imports solution as a module", "only `from solution import ...` is read")
@@ -168,8 +223,17 @@ def _collect(module: str, where: str) -> list[Record]:
     if not names:
         raise RecordError(where, "no test_* functions", "remove the record")
     lines = module.splitlines()
-    body = "\n".join(line for i, line in enumerate(lines, 1) if i not in drop).rstrip() + "\n"
+    body = "\n".join(replaced.get(i, "") if i in drop else line for i, line in enumerate(lines, 1)).rstrip() + "\n"
     return [{"kind": "script", "code": f"{body}\n_run_test({name})\n"} for name in names]
+
+
+def _parse(module: str, where: str) -> ast.Module:
+    try:
+        return ast.parse(module)
+    except SyntaxError as exc:
+        raise RecordError(where, f"not Python ({exc.msg}, line {exc.lineno})") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte; nesting the parser cannot hold
+        raise RecordError(where, f"cannot be parsed ({type(exc).__name__})", "remove the record") from None
 
 
 def _parametrized(decorator: ast.expr) -> list[str]:
@@ -183,6 +247,22 @@ def _parametrized(decorator: ast.expr) -> list[str]:
     if isinstance(first, (ast.List, ast.Tuple)):
         return [e.value for e in first.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
     return []
+
+
+def _declared_names(info: Any) -> tuple[str, ...]:
+    """The function names a record's ``test_info`` declares (what a star import must bind
+    even where a builtin has the name)."""
+    if not isinstance(info, list):
+        return ()
+    out = []
+    for d in info:
+        name = d.get("function_name") if isinstance(d, dict) else None
+        if not isinstance(name, str) and isinstance(d, dict) and isinstance(d.get("function_declaration"), str):
+            found = re.match(r"\s*(?:async\s+)?def\s+([A-Za-z_]\w*)", d["function_declaration"])
+            name = found.group(1) if found else None
+        if isinstance(name, str) and name.isidentifier() and name not in out:
+            out.append(name)
+    return tuple(out)
 
 
 def _declarations(info: Any) -> list[str]:
@@ -203,8 +283,8 @@ def kodcode(records: list[Record], source: str = "kodcode") -> list[Record]:
         module = r.get("test")
         if not isinstance(module, str):
             raise RecordError(f"{where}: test", "missing, or not the test module's source")
-        tests = _collect(module, f"{where}: test")
-        imported = sorted({a.name for node in ast.walk(ast.parse(module)) if isinstance(node, ast.ImportFrom)
+        tests = _collect(module, f"{where}: test", _declared_names(r.get("test_info")))
+        imported = sorted({a.name for node in ast.walk(_parse(module, where)) if isinstance(node, ast.ImportFrom)
                            and node.module == "solution" for a in node.names} - {"*"})
         declared = _declarations(r.get("test_info"))
         shown = "\n".join(declared) if declared else ", ".join(f"`{n}`" for n in imported)

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +98,68 @@ class UnreadableRecordsError(SuiteError):
         super().__init__(count + shown + more, f"{own}; {SKIP_HINT}")
 
 
+MAX_INT_DIGITS = 2_000_000
+"""Digits of the largest integer a record's JSON may hold (a LiveCodeBench answer runs to
+hundreds of thousands); each parses in about 2.5 s at most."""
+MAX_BIG_DIGITS = 4_000_000
+"""Digits of all integers past Python's 4300-digit limit in one JSON text together: parsing
+them costs bounded time (seconds), however large the field."""
+
+
+class JsonTooLarge(ValueError):
+    """A JSON text holds integers past :data:`MAX_INT_DIGITS` or :data:`MAX_BIG_DIGITS`."""
+
+
+def _split_int(digits: str, powers: dict[int, int]) -> int:
+    """A long string of decimal digits as an int by halves: subquadratic where ``int()`` is
+    quadratic (1.6 million digits: 1.8 s, against minutes)."""
+    n = len(digits)
+    if n <= 3000:
+        return int(digits)
+    k = n // 2
+    power = powers.get(k)
+    if power is None:
+        power = powers[k] = 10 ** k
+    return _split_int(digits[:-k], powers) * power + _split_int(digits[-k:], powers)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads`` for dataset text: integers of any length up to :data:`MAX_INT_DIGITS`
+    (read in bounded time, never with the digit limit lifted); a too-large integer is a
+    :class:`JsonTooLarge`, nesting deeper than the parser's stack a ``RecursionError``:
+    callers turn both into a one-line error or an unreadable record."""
+    budget = [MAX_BIG_DIGITS]
+    powers: dict[int, int] = {}
+
+    def big(token: str) -> int:
+        if len(token) <= 4000:
+            return int(token)
+        digits = token.lstrip("-")
+        budget[0] -= len(digits)
+        if len(digits) > MAX_INT_DIGITS or budget[0] < 0:
+            raise JsonTooLarge(f"an integer of {len(digits)} digits (the most read is {MAX_INT_DIGITS}, "
+                               f"{MAX_BIG_DIGITS} in one field)")
+        value = _split_int(digits, powers)
+        return -value if token.startswith("-") else value
+
+    return json.loads(text, parse_int=big)
+
+
+def json_problem(exc: BaseException) -> str:
+    """What is wrong with a JSON text that :func:`parse_json` refused, in a few words."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg})"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to read"
+    if isinstance(exc, MemoryError):
+        return "JSON too large to read in memory"
+    return f"not readable JSON ({str(exc).split(';')[0]})"
+
+
+UNREADABLE_JSON = (ValueError, RecursionError, MemoryError)
+"""What :func:`parse_json` raises on text it cannot read (``JSONDecodeError`` is a ``ValueError``)."""
+
+
 def record_where(source: str, index: int, ident: Any = None) -> str:
     """How errors name a record: ``apps.jsonl[3] (4123)`` (the id when it has one)."""
     return f"{source}[{index}]" + (f" ({ident})" if ident is not None else "")
@@ -124,49 +188,117 @@ def convert_each(records: list[Record], source: str, one: Callable[[Record, int,
             field = exc.where.removeprefix(where).removeprefix(": ").replace(": ", ".") or "(record)"
             skipped.append(Unreadable(i, rid, field, exc.reason, exc.hint))
             continue
+        except RecursionError:  # a record nested past the interpreter's stack (its JSON, its code)
+            skipped.append(Unreadable(i, rid, "(record)", "nested too deeply to read", "remove the record"))
+            continue
+        except MemoryError:
+            skipped.append(Unreadable(i, rid, "(record)", "too large to convert in memory", "remove the record"))
+            continue
         indices.append(i)
     if skipped:
         raise UnreadableRecordsError(source, Conversion(tuple(tasks), tuple(indices), tuple(skipped)))
     return tasks
 
 
+MAX_RECORD_MB = int(os.environ.get("GRPO_CODE_MAX_RECORD_MB", "512"))
+"""The longest record (one JSONL line, or a whole JSON file) read, in MiB of text: a
+compressed file is checked while it streams, so a small gzip that unpacks to gigabytes is
+refused at this size, never read whole first."""
+
+
 def read_records(src: str) -> list[Record]:
-    """Read records from a local file or, where the hub is reachable, a dataset id."""
+    """Read records from a local file or, where the hub is reachable, a dataset id. JSONL
+    (plain or gzip) streams line by line, parquet row group by row group: memory follows the
+    records kept, not what a file unpacks to."""
     path = Path(src).expanduser()
     if path.is_file():
         name = path.name.lower()
         if name.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            return pq.read_table(path).to_pylist()
+            return _parquet_records(path, src)
         opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            text = fh.read()
-        # Plain JSON parsing keeps each record's own types (a dataset schema would unify
-        # heterogeneous test values such as the `expected` results of call tests).
-        stripped = text.lstrip()
-        if stripped.startswith("["):
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise SuiteError(f"{src}: not valid JSON ({exc.msg} at line {exc.lineno})", "check the file") from None
-            if not all(isinstance(r, dict) for r in data):
-                raise SuiteError(f"{src}: expected a list of objects", "check the file")
-            return data
-        records = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise SuiteError(f"{src}:{lineno}: not valid JSON ({exc.msg})", "one JSON object per line") from None
-                if not isinstance(record, dict):
-                    raise SuiteError(f"{src}:{lineno}: expected a JSON object", "one JSON object per line")
-                records.append(record)
-        return records
+        try:
+            with opener(path, "rt", encoding="utf-8") as fh:
+                return _text_records(fh, src)
+        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
+            raise SuiteError(f"{src}: cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
+                             "check the file (a truncated or corrupt download?)") from None
     if re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w.-]+)?", src) and not path.exists():
         return _hub_records(src)
     raise MissingFileError(f"input {src!r} not found", "give a .jsonl, .jsonl.gz, .json or .parquet file")
+
+
+def _long_line(fh: Any, cap: int) -> str | None:
+    """The next line if it is at most ``cap`` characters; else the rest of it is skipped
+    without being kept and None returned."""
+    line = fh.readline(cap + 1)
+    if len(line) <= cap or line.endswith("\n"):
+        return line
+    while True:
+        rest = fh.readline(1 << 20)
+        if not rest or rest.endswith("\n"):
+            return None
+
+
+def _text_records(fh: Any, src: str) -> list[Record]:
+    cap = MAX_RECORD_MB << 20
+    first = fh.read(1)
+    while first.isspace():
+        first = fh.read(1)
+    if first == "[":  # one JSON list: read whole, up to the cap
+        text = first + fh.read(cap)
+        if fh.read(1):
+            raise SuiteError(f"{src}: a JSON file over {MAX_RECORD_MB} MiB",
+                             "write it as JSONL (one record per line), or raise GRPO_CODE_MAX_RECORD_MB")
+        try:
+            data = parse_json(text)
+        except json.JSONDecodeError as exc:
+            raise SuiteError(f"{src}: not valid JSON ({exc.msg} at line {exc.lineno})", "check the file") from None
+        except UNREADABLE_JSON as exc:
+            raise SuiteError(f"{src}: {json_problem(exc)}", "check the file") from None
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise SuiteError(f"{src}: expected a list of objects", "check the file")
+        return data
+    # Plain JSON parsing keeps each record's own types (a dataset schema would unify
+    # heterogeneous test values such as the `expected` results of call tests).
+    records = []
+    lineno = 0
+    pending = first
+    while True:
+        line = _long_line(fh, cap)
+        lineno += 1
+        if line is None:
+            raise SuiteError(f"{src}:{lineno}: a record over {MAX_RECORD_MB} MiB",
+                             "remove it, or raise GRPO_CODE_MAX_RECORD_MB")
+        line, pending = pending + line, ""
+        if not line:
+            return records
+        if not line.strip():
+            continue
+        try:
+            record = parse_json(line)
+        except json.JSONDecodeError as exc:
+            raise SuiteError(f"{src}:{lineno}: not valid JSON ({exc.msg})", "one JSON object per line") from None
+        except UNREADABLE_JSON as exc:
+            raise SuiteError(f"{src}:{lineno}: {json_problem(exc)}", "remove the record") from None
+        if not isinstance(record, dict):
+            raise SuiteError(f"{src}:{lineno}: expected a JSON object", "one JSON object per line")
+        records.append(record)
+
+
+def _parquet_records(path: Path, src: str) -> list[Record]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records: list[Record] = []
+    try:
+        shard = pq.ParquetFile(path)
+        for group in range(shard.num_row_groups):
+            for batch in shard.iter_batches(batch_size=256, row_groups=[group]):
+                records.extend(batch.to_pylist())
+    except (pa.ArrowException, OSError) as exc:
+        raise SuiteError(f"{src}: not a readable parquet file ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
+                         "check the file (a truncated or corrupt download?)") from None
+    return records
 
 
 def _hub_records(ref: str) -> list[Record]:
@@ -250,6 +382,24 @@ def wrong_adapter(record: Record, adapter: str, where: str, accepts: tuple[str, 
                          "`grpo-code tasks convert evalplus ...`")
     raise SuiteError(f"{where}: {shape} records, not {adapter}: use the {shape} adapter",
                      f"`grpo-code tasks convert {shape} ...`")
+
+
+def first_solution(value: Any) -> str | None:
+    """The first solution of a record's ``solutions``, in each shape the public copies use:
+    a list of programs (DeepCoder's TACO and Codeforces records), one program as a string
+    (rllm's LeetCode test file), or a list as JSON text (TACO's own)."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            decoded = parse_json(value)
+        except UNREADABLE_JSON:
+            decoded = None
+        if isinstance(decoded, list):
+            value = decoded
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, list):
+        return next((s for s in value if isinstance(s, str) and s.strip()), None)
+    return None
 
 
 def io_test(stdin: str, stdout: str, float_tol: float | None = None, ignore_case: bool = False) -> Record:

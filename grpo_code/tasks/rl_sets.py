@@ -19,7 +19,9 @@ Registered in :data:`grpo_code.tasks.adapters.ADAPTERS` (``grpo-code tasks conve
 
 Every task gets :data:`JUDGE_PRELUDE` (``Task.prelude``): the imports LiveCodeBench's
 grader runs before a program, so ``List`` or ``deque`` without an import works as it does
-there and on LeetCode.
+there and on LeetCode. DeepCoder's LeetCode tasks also get LeetCode's ``ListNode`` and
+``TreeNode`` in the program's namespace and, as trusted helpers of the judge, the builders
+and comparators its tests call (``tree_node``, ``is_same_tree``, ...: ``executor/nodes.py``).
 """
 
 from __future__ import annotations
@@ -34,16 +36,21 @@ import zlib
 from datetime import datetime
 from typing import Any
 
+from grpo_code.sandbox.executor import nodes
 from grpo_code.sandbox.values import suite_tree
 from grpo_code.tasks.contests import _apps_record, _json_field, _statement, _unwrap
 from grpo_code.tasks.extract import fenced_blocks
 from grpo_code.tasks.records import (
     STDIN_INSTRUCTION,
+    UNREADABLE_JSON,
     Record,
     RecordError,
     convert_each,
     first_key,
+    first_solution,
     io_test,
+    json_problem,
+    parse_json,
 )
 
 _MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
@@ -148,9 +155,11 @@ def _unpack(text: str, where: str) -> Any:
 def _lcb_cases(value: Any, where: str) -> list[Record]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = parse_json(value)
         except json.JSONDecodeError:
             value = _unpack(value, where)
+        except UNREADABLE_JSON as exc:
+            raise RecordError(where, json_problem(exc)) from None
     if not isinstance(value, list):
         raise RecordError(where, f"is {type(value).__name__}, expected a list of tests")
     for j, case in enumerate(value):
@@ -389,6 +398,8 @@ def _check_tests(script: str, where: str) -> tuple[list[Record], str]:
         tree = ast.parse(script)
     except SyntaxError as exc:
         raise RecordError(where, f"not Python ({exc.msg}, line {exc.lineno})") from None
+    except ValueError as exc:  # a NUL byte
+        raise RecordError(where, f"not Python ({exc})") from None
     check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
     if check is None:
         raise RecordError(where, "defines no check(candidate)")
@@ -405,15 +416,15 @@ def _deepcoder_leetcode(r: Record, tests: dict, i: int, where: str) -> Record:
         raise RecordError(f"{where}: tests.functional", "expected the check script as a string")
     cases, method = _check_tests(script, f"{where}: tests.functional")
     text = _statement(r, ("problem", "question", "prompt"), where)
-    solutions = r.get("solutions") or []
-    reference = solutions[0] if isinstance(solutions, list) and solutions and isinstance(solutions[0], str) else None
+    reference = first_solution(r.get("solutions"))
     signature = re.search(rf"^\s*def\s+{method}\s*\(.*$", reference or "", re.M)
     starter = f"class Solution:\n    {signature.group(0).strip()}\n        " if signature else ""
     prompt = (_method_prompt(text, starter, f"`Solution().{method}`") if starter and "class Solution" not in text
               else f"{text.strip()}\n\nWrite a Python class `Solution` with the method `{method}`.")
     task: Record = {"id": f"leetcode/{r.get('id', r.get('question_id', i))}", "prompt": prompt,
                     "language": "python", "mode": "instruct", "entry_point": "Solution", "tests": cases,
-                    "prelude": JUDGE_PRELUDE, "metadata": {"source": "deepcoder-leetcode", "split": "train"}}
+                    "prelude": f"{JUDGE_PRELUDE}; {nodes.PRELUDE}", "helpers": nodes.HELPERS,
+                    "metadata": {"source": "deepcoder-leetcode", "split": "train"}}
     if reference:
         task["reference"] = reference
     return task
@@ -467,9 +478,9 @@ def deepcoder(records: list[Record], source: str = "deepcoder") -> list[Record]:
         else:
             raise RecordError(f"{where}: tests", "not a shape DeepCoder uses (a functional script, or test cases "
                                                  "with testtype, type, inputs/outputs or input/output)")
-        solutions = r.get("solutions") or []
-        if "reference" not in converted and isinstance(solutions, list) and solutions and isinstance(solutions[0], str):
-            converted["reference"] = solutions[0]
+        reference = first_solution(r.get("solutions"))
+        if "reference" not in converted and reference is not None:
+            converted["reference"] = reference
         return converted
 
     return convert_each(records, source, one, first_key("id", "question_id"))

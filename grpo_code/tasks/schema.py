@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -150,6 +151,9 @@ class Task:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
+_SOURCE_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
 def with_prelude(prelude: str, program: str) -> str:
     """``program`` with ``prelude`` as its first line, or on the line after its ``from
     __future__`` imports (which must come first), found by parsing it: not inside a
@@ -165,7 +169,9 @@ def with_prelude(prelude: str, program: str) -> str:
                     if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
     if not ends:
         return f"{prelude}\n{program}"
-    lines = program.splitlines(keepends=True)
+    # Lines as the parser counts them (\n, \r\n, \r): str.splitlines also breaks at form
+    # feeds and other separators that Python's source allows inside a line.
+    lines = _SOURCE_LINES.findall(program)
     head, rest = "".join(lines[:max(ends)]), "".join(lines[max(ends):])
     if not head.endswith("\n"):
         head += "\n"

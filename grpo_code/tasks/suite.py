@@ -193,6 +193,8 @@ def load_suite_dir(path: Path) -> Suite:
             except ValueError as exc:  # an integer past Python's 4300-digit limit
                 raise SuiteError(f"{where}: {exc}".split(";")[0],
                                  'write large integers as {"$i": "0x..."} (docs/sandbox.md, Values)') from None
+            except RecursionError:
+                raise SuiteError(f"{where}: JSON nested too deeply to read", "fix or remove the task") from None
             task = task_from_dict(record, where, language, mode, limits, headers)
             if task.id in seen:
                 raise SuiteError(f"{where}: id: {task.id!r} already used on line {seen[task.id]}", "ids must be unique")

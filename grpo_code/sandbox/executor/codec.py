@@ -11,6 +11,8 @@ array, and every other container is a one-key object whose key names the type::
         (with its factory when that is a builtin), deque; fractions.Fraction; decimal.Decimal
     {"$q": "int"} a builtin type (``int``, ``list``)
     {"$h": id, "t": "Name"} a handle: an object that stayed in the program's process
+    {"$n": ["TreeNode", [[val, left, right], ...]]} LeetCode's nodes (``nodes.py``), between
+        the judge and the program only
 
 ``None``, ``bool``, ``str`` and ``float`` (NaN and infinities included) are JSON as they are.
 
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import builtins
 import json
+
+from . import nodes
 
 _type = type
 MAX_ITEMS = 2_000_000
@@ -132,6 +136,14 @@ def to_tree(value, handles=None, _depth=0, _budget=None):
     if base is not None:
         return to_tree(base, handles, _depth, _budget)
     if handles is not None:
+        kind = nodes.kind_of(value)
+        if kind is not None:
+            try:
+                return nodes.encode(value, kind, lambda v: to_tree(v, handles, d, _budget), _budget)
+            except OverflowError:
+                raise TooLarge(f"value too large: over the limit of {MAX_ITEMS} items (docs/sandbox.md, Values)") from None
+            except TypeError:
+                pass  # not a node after all: a handle
         return handles.add(value)
     raise CodecError(f"a {_describe(t)} is not a plain value")
 
@@ -164,7 +176,10 @@ def _describe(t) -> str:
     return f"{module}.{name}" if module not in ("builtins", "") else str(name)
 
 
-TAGS = ("$t", "$s", "$f", "$d", "$b", "$y", "$c", "$i", "$h", "$k", "$q")
+TAGS = ("$t", "$s", "$f", "$d", "$b", "$y", "$c", "$i", "$h", "$k", "$q", "$n")
+NODE_CLASSES = None
+"""Where a process decoding LeetCode nodes (``$n``) gets its classes: ``kind -> class`` (the
+judge's trusted ones, or the program's namespace's); None refuses nodes."""
 _BASES = (int, float, complex, str, bytes, bytearray, tuple, list, dict, set, frozenset)
 _PLAIN = frozenset({type(None), bool, *_BASES})
 _LIBRARY_MODULES = frozenset({"collections", "fractions", "decimal"})
@@ -268,7 +283,7 @@ def from_tree(tree, make_handle=None, _depth=0, plain_objects=False):
     if plain_objects:
         if t is list:
             return [from_tree(v, None, d, True) for v in tree]
-        if t is dict and not (len(tree) == 1 and next(iter(tree)) in TAGS and next(iter(tree)) != "$h"):
+        if t is dict and not (len(tree) == 1 and next(iter(tree)) in TAGS and next(iter(tree)) not in ("$h", "$n")):
             return {k: from_tree(v, None, d, True) for k, v in tree.items()}
         return _tagged(tree, None, d, True)
     if t is list:
@@ -309,6 +324,10 @@ def _tagged(tree, make_handle, d, plain):
             return _from_library(body, make_handle, d, plain)
         if tag == "$q":
             return _builtin(body)
+        if tag == "$n":
+            if NODE_CLASSES is None:
+                raise CodecError("unexpected node")
+            return nodes.decode(body, lambda v: from_tree(v, make_handle, d, plain), NODE_CLASSES)
         if tag == "$c":
             parts = _list(body)
             if len(parts) != 2 or any(_type(p) not in (int, float) for p in parts):

@@ -38,162 +38,13 @@ import resource
 import sys
 import traceback
 
-from . import codec, protocol, raised
+from . import codec, nodes, protocol, raised
+from .judge_link import Link, ProgramGone, ProtocolViolation, _exception_line
 from .pychild import EXIT_HARNESS, MIB, default_signals
 
 _dumps = json.dumps
 _type = type
-
-
-class ProgramGone(Exception):
-    """The program's process ended (or closed the channel) during the test."""
-
-
-class ProtocolViolation(Exception):
-    """The program's process sent something that is not a valid answer."""
-
-
 _MISSING = object()
-
-
-class Link:
-    """The judge's end of the socket to the program's process."""
-
-    def __init__(self, fd: int, max_bytes: int):
-        self.fd = fd
-        self.max_bytes = max_bytes
-        self.reader = protocol.FrameReader(fd)
-
-    def receive(self):
-        try:
-            return protocol.recv_json(self.reader, self.max_bytes)
-        except protocol.ChannelClosed:
-            raise ProgramGone() from None
-        except protocol.FrameError as exc:
-            raise ProtocolViolation(str(exc)) from None
-
-    def request(self, msg: dict, args=None, kwargs=None):
-        try:
-            protocol.send_json(self.fd, msg)
-        except protocol.ChannelClosed:
-            raise ProgramGone() from None
-        reply = self.receive()
-        if _type(reply) is not dict:
-            raise ProtocolViolation("malformed answer")
-        if "raise" in reply:
-            try:
-                exc = raised.program_exception(reply["raise"])
-            except ValueError:
-                raise ProtocolViolation("malformed exception") from None
-            raise exc
-        if "ok" not in reply:
-            raise ProtocolViolation("malformed answer")
-        try:
-            value = codec.from_tree(reply["ok"], self.handle)
-            mutated = reply.get("mut") or {}
-            if mutated and _type(mutated) is dict:
-                self._apply(mutated, args or (), kwargs or {})
-        except codec.CodecError as exc:
-            raise ProtocolViolation(str(exc)) from None
-        return value
-
-    def handle(self, hid: int, type_name: str):
-        return ProgramObject(self, hid, type_name)
-
-    def _apply(self, mutated: dict, args, kwargs) -> None:
-        """Changes the program made to list/dict/set/bytearray arguments, made here too."""
-        for key, tree in mutated.items():
-            if _type(key) is not str:
-                raise ProtocolViolation("malformed answer")
-            target = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
-            new = codec.from_tree(tree, self.handle)
-            t = _type(target)
-            if t is not _type(new):
-                continue
-            if t is list or t is bytearray:
-                target[:] = new
-            elif t is dict or t is set:
-                target.clear()
-                target.update(new)
-
-
-class ProgramObject:
-    """A function, class or object that lives in the program's process."""
-
-    __slots__ = ("_link", "_ref", "_type_name")
-
-    def __init__(self, link: Link, ref, type_name: str):
-        object.__setattr__(self, "_link", link)
-        object.__setattr__(self, "_ref", ref)
-        object.__setattr__(self, "_type_name", type_name)
-
-    def _ask(self, op: str, **fields):
-        return self._link.request({"op": op, "ref": self._ref, **fields})
-
-    def __call__(self, *args, **kwargs):
-        msg = {"op": "call", "ref": self._ref, "args": [_encode(a) for a in args],
-               "kwargs": {str(k): _encode(v) for k, v in kwargs.items()}}
-        return self._link.request(msg, args, kwargs)
-
-    def __getattr__(self, name: str):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return self._ask("getattr", attr=name)
-
-    def __setattr__(self, name: str, value) -> None:
-        self._ask("setattr", attr=name, value=_encode(value))
-
-    def __iter__(self):
-        return iter(self._ask("iter"))
-
-    def __contains__(self, item) -> bool:
-        # Decided here, on the items: the program never sees what is looked for.
-        return item in self._ask("iter")
-
-    def __getitem__(self, key):
-        return self._ask("getitem", key=_encode(key))
-
-    def __len__(self) -> int:
-        return self._ask("len")
-
-    def __bool__(self) -> bool:
-        return self._ask("bool")
-
-    def __str__(self) -> str:
-        return self._ask("str")
-
-    def __repr__(self) -> str:
-        return self._ask("repr")
-
-    def __eq__(self, other):
-        if _type(other) is ProgramObject and other._link is self._link:
-            return self._ask("eq", other=other._ref)
-        return NotImplemented
-
-    def __ne__(self, other):
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = object.__hash__
-
-
-class _Refs:
-    """Lets :func:`codec.to_tree` pass the program's own objects back as their handles."""
-
-    @staticmethod
-    def add(value) -> dict:
-        if _type(value) is ProgramObject:
-            return {"$h": object.__getattribute__(value, "_ref"), "t": object.__getattribute__(value, "_type_name")}
-        raise codec.CodecError(f"the test passed a {_type(value).__name__} to the program; only plain values "
-                               "and the program's own objects can be passed")
-
-
-def _encode(value):
-    """A test value as a tree for the program."""
-    try:
-        return codec.to_tree(value, _Refs)
-    except codec.CodecError as exc:
-        raise TypeError(str(exc)) from None
 
 
 # Modules tests use without importing them (relying on the program's import): under these
@@ -223,32 +74,39 @@ def _module(name: str):
 def _namespace(link: Link, manifest, entry_point=None) -> dict:
     """The test's globals: the program's names, except that builtins and standard modules
     stay the judge's own (a program's ``abs`` or ``math`` must not judge its answers),
-    unless the name is the task's entry point (the function under test)."""
+    unless the name is the task's entry point (the function under test). Every name the
+    program bound is also under ``__program__`` (a name no program can bind), for helpers
+    that import from the program as a test module would (``from solution import sum``)."""
     if _type(manifest) is not dict:
         raise ProtocolViolation("malformed manifest")
-    ns: dict = {"__name__": "__test__", "__builtins__": builtins}
+    program: dict = {}
+    ns: dict = {"__name__": "__test__", "__builtins__": builtins, "__program__": program}
     for name, entry in manifest.items():
         if _type(name) is not str or _type(entry) is not dict or len(entry) != 1:
             raise ProtocolViolation("malformed manifest")
-        if name.startswith("__") or (hasattr(builtins, name) and name != entry_point):
+        if name.startswith("__"):
+            continue
+        (what, body), = entry.items()
+        if what == "v":
+            try:
+                program[name] = codec.from_tree(body, link.handle)
+            except (codec.CodecError, RecursionError) as exc:
+                raise ProtocolViolation(str(exc)) from None
+        elif what == "m" and _type(body) is str:
+            module = _module(body)
+            if module is not None:  # else the test cannot use it either
+                program[name] = module
+        else:
+            raise ProtocolViolation("malformed manifest")
+        if hasattr(builtins, name) and name != entry_point:
             continue
         if name in _TEST_MODULES:
             module = _module(name)
             if module is not None:
                 ns[name] = module
                 continue
-        (what, body), = entry.items()
-        if what == "v":
-            try:
-                ns[name] = codec.from_tree(body, link.handle)
-            except (codec.CodecError, RecursionError) as exc:
-                raise ProtocolViolation(str(exc)) from None
-        elif what == "m" and _type(body) is str:
-            module = _module(body)
-            if module is not None:  # else the test cannot use it either
-                ns[name] = module
-        else:
-            raise ProtocolViolation("malformed manifest")
+        if name in program:
+            ns[name] = program[name]
     return ns
 
 
@@ -273,15 +131,6 @@ def _frame_lines(tb) -> list[str]:
         if lineno is not None and 0 < lineno <= len(lines):
             out.append(f"    {lines[lineno - 1].strip()[:300]}\n")
     return out
-
-
-def _exception_line(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except BaseException:
-        text = "<the message could not be shown>"
-    name = _type(exc).__name__
-    return f"{name}: {text}\n" if text else f"{name}\n"
 
 
 def _test_tail(exc: BaseException, limit: int = 2000) -> str:
@@ -311,6 +160,7 @@ def judge_loop(ctrl_fd: int) -> None:
         os.closerange(ctrl_fd + 1, 4096)
         default_signals()
         ctrl = socket.socket(fileno=ctrl_fd)
+        codec.NODE_CLASSES = nodes.CLASSES.__getitem__  # LeetCode's nodes arrive as the judge's own
         compiled: dict = {}
         while True:
             request, fds = protocol.recv_fds(ctrl, 3)

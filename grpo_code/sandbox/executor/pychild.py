@@ -24,7 +24,6 @@ program's. Standard library only.
 
 from __future__ import annotations
 
-import builtins
 import fcntl
 import json
 import marshal
@@ -33,11 +32,11 @@ import os
 import resource
 import signal
 import sys
-import traceback
 import types
 
-from . import codec, ending, protocol
+from . import codec, ending, program_link, protocol
 from .confine import _SECCOMP, PR_SET_DUMPABLE, confine, prctl
+from .program_link import _flush, tail
 
 REPORT_FD = 3
 CHANNEL_FD = 4
@@ -147,24 +146,6 @@ def _report(payload: dict) -> None:
         data = data[_write(REPORT_FD, data):]  # a view: no copy of the rest per write
 
 
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-
-
-def tail(limit: int = 2000, skip: str = __file__) -> str:
-    """The current exception's traceback without this harness's frames."""
-    etype, value, tb = sys.exc_info()
-    here = os.path.dirname(os.path.abspath(skip))
-    frames = [f for f in traceback.extract_tb(tb) if os.path.dirname(os.path.abspath(f.filename)) != here]
-    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
-    lines += traceback.format_exception_only(etype, value)
-    return "".join(lines)[-limit:]
-
-
 def _run(request: dict) -> int:
     # sys.stdin/stdout/stderr are the zygote's, on fds 0-2, which now are the test's: it
     # never used them, so their buffers are empty (new ones would cost page copies).
@@ -199,7 +180,7 @@ def _run(request: dict) -> int:
             return done({"event": "completed"})
         if kind == "script":
             _flush()
-            return _serve(module.__dict__)
+            return program_link.serve(module.__dict__)
         if kind == "calls":
             return _serve_calls(module.__dict__, request["limits"], done)
         payload, code = _call(module.__dict__, request)
@@ -300,123 +281,6 @@ def _next_call(channel) -> dict | None:
         return None
 
 
-# --------------------------------------------------------------------------- serving the judge
-
-
-def _manifest(namespace: dict, handles: codec.HandleTable) -> dict:
-    """What the test code may take from the program: values, modules, and names (called
-    through the channel)."""
-    out = {}
-    for name, value in list(namespace.items()):
-        if name.startswith("__") and name.endswith("__"):
-            continue
-        t = _type(value)
-        if t is _ModuleType and _type(getattr(value, "__name__", None)) is str:
-            out[name] = {"m": value.__name__}
-            continue
-        if not codec.may_be_value(value):  # functions, classes, typing's List: without raising
-            out[name] = {"v": handles.add(value)}
-            continue
-        try:
-            out[name] = {"v": codec.to_tree(value, None, 0, [10000])}
-        except codec.CodecError:
-            out[name] = {"v": handles.add(value)}
-    return out
-
-
-def _exception(exc: BaseException) -> dict:
-    t = _type(exc)
-    try:
-        message = str(exc)[:2000]
-    except BaseException:
-        message = "(the exception could not be shown)"
-    return {"raise": {"type": _builtin_base(t), "name": str(t.__qualname__)[:200], "message": message, "tb": tail()}}
-
-
-def _builtin_base(t: type) -> str:
-    """The nearest builtin exception class of ``t`` (a program's ``class Invalid(ValueError)``
-    is a ``ValueError`` to the test's ``except``), ``Exception`` when none can be told."""
-    try:
-        for k in t.__mro__:
-            # By identity: a program's class that calls itself builtins.ValueError is not one.
-            name = type.__getattribute__(k, "__name__")
-            if _type(name) is str and getattr(builtins, name, None) is k and issubclass(k, BaseException):
-                return name
-    except BaseException:
-        pass
-    return "Exception"
-
-
-def _serve(namespace: dict, channel: int = CHANNEL_FD) -> int:
-    handles = codec.HandleTable()
-
-    def resolve(ref):
-        return handles.get(ref)
-
-    def arg(tree):
-        return codec.from_tree(tree, lambda hid, _t: handles.get(hid))
-
-    protocol.send_json(channel, {"ready": _manifest(namespace, handles)})
-    reader = protocol.FrameReader(channel)
-    while True:
-        try:
-            msg = protocol.recv_json(reader)
-        except (protocol.ChannelClosed, protocol.FrameError):
-            return 0
-        try:
-            reply = _answer(msg, resolve, arg, handles)
-        except MemoryError:
-            reply = {"raise": {"type": "MemoryError", "name": "MemoryError", "message": "", "tb": ""}}
-        except BaseException as exc:
-            reply = _exception(exc)
-        _flush()
-        try:
-            protocol.send_json(channel, reply)
-        except protocol.ChannelClosed:
-            return 0
-        except (ValueError, TypeError) as exc:  # json could not write it
-            protocol.send_json(channel, _exception(exc))
-
-
-def _answer(msg: dict, resolve, arg, handles) -> dict:
-    op = msg["op"]
-    target = resolve(msg["ref"])
-    if op == "call":
-        args = [arg(a) for a in msg["args"]]
-        kwargs = {k: arg(v) for k, v in msg["kwargs"].items()}
-        value = target(*args, **kwargs)
-        mutated = {}
-        for i, (sent, now) in enumerate(zip(msg["args"], args)):
-            if _type(now) in (list, dict, set, bytearray):
-                tree = codec.to_tree(now, handles)
-                if tree != sent:
-                    mutated[str(i)] = tree
-        for k, now in kwargs.items():
-            if _type(now) in (list, dict, set, bytearray):
-                tree = codec.to_tree(now, handles)
-                if tree != msg["kwargs"][k]:
-                    mutated[k] = tree
-        return {"ok": codec.to_tree(value, handles), "mut": mutated}
-    if op == "getattr":
-        return {"ok": codec.to_tree(getattr(target, msg["attr"]), handles)}
-    if op == "setattr":
-        setattr(target, msg["attr"], arg(msg["value"]))
-        return {"ok": None}
-    if op == "iter":
-        return {"ok": codec.to_tree(list(target), handles)}
-    if op == "getitem":
-        return {"ok": codec.to_tree(target[arg(msg["key"])], handles)}
-    if op == "eq":
-        return {"ok": bool(target == resolve(msg["other"]))}
-    if op in ("len", "bool", "str", "repr", "hash"):
-        fn = {"len": len, "bool": bool, "str": str, "repr": repr, "hash": hash}[op]
-        value = fn(target)
-        if _type(value) not in (int, bool, str):
-            raise TypeError(f"{op}() of a program object returned a {_type(value).__name__}")
-        return {"ok": codec.to_tree(value)}
-    raise ValueError(f"unknown request {op!r}")
-
-
 # --------------------------------------------------------------------------- warming the zygote
 
 _WARM_PROGRAM = (
@@ -454,7 +318,7 @@ def warm_up(rounds: int = 30) -> None:
                         {"op": "getattr", "ref": 1, "attr": "__name__"}, {"op": "bogus", "ref": 2}):
                 protocol.send_json(theirs.fileno(), msg)
             theirs.shutdown(socket.SHUT_WR)
-            _serve(module.__dict__, ours.fileno())
+            program_link.serve(module.__dict__, ours.fileno())
         finally:
             ours.close()
             theirs.close()

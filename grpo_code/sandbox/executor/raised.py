@@ -19,6 +19,7 @@ class ProgramException(Exception):
 
     program_traceback = ""
     program_type = ""
+    program_classes: tuple = ()  # the qualified names of the program's classes it derives from
     program_base = "Exception"  # the builtin class it stands for
 
 
@@ -46,6 +47,8 @@ def program_exception(info) -> BaseException:
         exc = raised_class(Exception)(message)
     exc.program_traceback = str(info.get("tb") or "")[-2000:]
     exc.program_type = str(info.get("name") or name)[:200]
+    mro = info.get("mro")
+    exc.program_classes = tuple(str(n)[:200] for n in mro[:32]) if _type(mro) is list else (exc.program_type,)
     return exc
 
 
