@@ -156,6 +156,7 @@ def test_excinfo():
     assert excinfo.typename == "Invalid"
     excinfo.match("bad")
     assert isinstance(excinfo.value, Invalid)
+    assert excinfo.value.code == 7 and excinfo.value.field == "text"
 
 
 def test_isinstance_of_own_class():
@@ -176,7 +177,11 @@ def test_decorated():
     assert inc(1) == 3
 '''
 SHIMMED = '''class Invalid(ValueError):
-    pass
+    code = 7
+
+    def __init__(self, message, field="text"):
+        super().__init__(message)
+        self.field = field
 
 
 class Empty(Invalid):
@@ -216,3 +221,51 @@ def test_kodcode_pytest_shims_take_the_programs_classes_and_callbacks(sandbox: S
 def test_a_program_starting_with_a_form_feed_keeps_its_future_import(sandbox: Sandbox) -> None:
     program = "\x0cfrom __future__ import annotations\n\nclass Solution:\n" + INVERT.split("class Solution:\n", 1)[1]
     assert verdicts(sandbox, leetcode(LEETCODE_TREE, INVERT), program) == ["pass"] * 3
+
+
+FIXTURES = '''import pytest
+from solution import greet, Counter
+
+LOG = []
+
+
+@pytest.fixture
+def name():
+    return "Ada"
+
+
+@pytest.fixture(name="counter")
+def make_counter(name):
+    LOG.append("set up " + name)
+    yield Counter(len(name))
+    LOG.append("torn down")
+
+
+@pytest.fixture(autouse=True)
+def always():
+    LOG.append("autouse")
+
+
+def test_prints(capsys, name):
+    greet(name)
+    out, err = capsys.readouterr()
+    assert out == "Hello, Ada!\\n" and err == ""
+    greet("Bo")
+    assert capsys.readouterr().out == "Hello, Bo!\\n"
+
+
+def test_fixture_chain(counter):
+    assert counter.value == 3
+    assert LOG == ["autouse", "set up Ada"]
+'''
+GREET = ("def greet(name):\n    print(f'Hello, {name}!')\n\n"
+         "class Counter:\n    def __init__(self, value):\n        self.value = value\n")
+
+
+def test_kodcode_fixtures_of_the_module_and_capsys_run_as_under_pytest(sandbox: Sandbox) -> None:
+    task = kodcode(FIXTURES, GREET)
+    assert verdicts(sandbox, task, GREET) == ["pass", "pass"]
+    assert verdicts(sandbox, task, GREET.replace("Hello", "Hi")) == ["fail", "pass"]
+    # printing the expected text by itself, outside the test's capture, does not pass
+    assert verdicts(sandbox, task, GREET.replace("print(f'Hello, {name}!')", "pass")
+                    + "print('Hello, Ada!')\n") == ["fail", "pass"]

@@ -118,7 +118,6 @@ def test_a_kodcode_test_file_that_overflows_the_parser_is_unreadable(tmp_path: P
 def test_codeforces_shards_with_a_bad_test_number_or_corrupt_bytes_are_one_line_errors(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from test_tasks_rl_sets import cf_record
 
     shards = tmp_path / "generated_tests"
@@ -163,7 +162,6 @@ def test_a_packed_private_test_over_the_cap_is_refused_before_it_is_all_unpacked
 def test_a_codeforces_row_of_a_problem_not_asked_for_is_never_materialised(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from test_tasks_rl_sets import cf_record
 
     shards = tmp_path / "generated_tests"

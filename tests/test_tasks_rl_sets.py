@@ -322,7 +322,9 @@ def test_kodcode_collects_each_test_function_and_runs_it_without_pytest(tmp_path
 
 @pytest.mark.parametrize("test, reason", [
     ("import solution\ndef test_a():\n    assert solution.f() == 1\n", "imports solution as a module"),
-    ("from solution import f\ndef test_a(capsys):\n    f()\n", "takes fixtures (capsys)"),
+    ("from solution import f\ndef test_a(tmp_path):\n    f()\n", "takes fixtures (tmp_path)"),
+    ("import pytest\nfrom solution import f\n@pytest.fixture(params=[1, 2])\ndef n(request):\n    return request.param\n"
+     "def test_a(n):\n    f()\n", "fixture n is parametrized"),
     ("from solution import f\nclass TestF:\n    def test_a(self):\n        assert f()\n", "test class TestF"),
     ("from solution import f\n", "no test_* functions"),
     ("def test_a(:\n", "not Python"),
@@ -337,7 +339,7 @@ def test_the_prelude_goes_first_or_after_the_future_imports() -> None:
 
     assert with_prelude("from typing import *", "x = 1\n") == "from typing import *\nx = 1\n"
     program = '"""Doc."""\nfrom __future__ import annotations\nfrom __future__ import division\nx: List[int] = []\n'
-    assert with_prelude("P", program).splitlines()[3] == "P"
+    assert with_prelude("P", program).splitlines()[2] == "from __future__ import division; P"
     record = {"id": "t", "prompt": "p", "tests": [{"kind": "call", "fn": "f", "args": [], "expected": 1}],
               "prelude": "from typing import *"}
     task = task_from_dict(record, "t")
@@ -532,6 +534,9 @@ def test_the_prelude_goes_after_a_parenthesised_future_import_not_into_a_string(
     from grpo_code.tasks.schema import with_prelude
 
     assert with_prelude("P", "from __future__ import (\n    annotations,\n)\nx = 1\n") == (
-        "from __future__ import (\n    annotations,\n)\nP\nx = 1\n")
+        "from __future__ import (\n    annotations,\n); P\nx = 1\n")
+    # a statement after the import on its line, running over two lines, is not split
+    assert with_prelude("P", "from __future__ import annotations; x = (\n    1)\n") == (
+        "from __future__ import annotations; P; x = (\n    1)\n")
     program = 's = """\nfrom __future__ import annotations\n"""\n'
     assert with_prelude("P", program) == "P\n" + program

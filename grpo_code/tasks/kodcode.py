@@ -11,195 +11,64 @@ that function. A module that fails to import (the program lacks a name, a module
 statement raises) fails every test; a test that raises fails.
 
 What pytest offers that the tests use is provided by :data:`PYTEST_HELPERS` (the task's
-``helpers``, trusted code the judge runs before each test): ``pytest.raises`` (as a
-context manager, with ``match``, or called with a function), ``pytest.approx``,
-``pytest.fail``, ``pytest.mark.parametrize`` (each parameter set called in turn) and
-other marks (ignored). A test that takes fixtures (``capsys``, ``tmp_path``, ...) or a
-module that uses ``solution`` as a module object cannot be run so: the record is
-unreadable, with the reason.
+``helpers``, trusted code the judge runs before each test, from ``pytest_shims.py``):
+``pytest.raises`` (as a context manager, with ``match``, or called with a function),
+``pytest.approx``, ``pytest.fail``, ``pytest.mark.parametrize`` (each parameter set called
+in turn), other marks (ignored), the module's own fixtures and ``capsys``. Every ``from
+solution import`` (at the top or inside a function) binds the program's names as pytest
+would. A test that takes another builtin fixture (``tmp_path``, ``monkeypatch``, ...), a
+parametrized fixture, or a module that uses ``solution`` as a module object cannot be run
+so: the record is unreadable, with the reason.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 from typing import Any
 
 from grpo_code.tasks.records import Record, RecordError, convert_each, first_key
 
-PYTEST_HELPERS = '''
-import re as _re
-
-
-class _Raises:
-    """``pytest.raises``; what ``with ... as excinfo`` gives has pytest's ``value``, ``type``,
-    ``typename``, ``tb`` and ``match()``."""
-
-    def __init__(self, expected, match=None):
-        self.expected, self._pattern, self.value, self.type, self.typename, self.tb = (
-            expected, match, None, None, None, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, tb):
-        if kind is None:
-            raise AssertionError(f"DID NOT RAISE {self.expected}")
-        if not _raised_as(kind, value, self.expected):
-            return False
-        if self._pattern is not None and not _re.search(self._pattern, str(value)):
-            raise AssertionError(f"the message {str(value)!r} does not match {self._pattern!r}")
-        self.value, self.tb = value, tb
-        self.type, self.typename = _raised_type(kind, value, self.expected)
-        return True
-
-    def match(self, pattern):
-        if not _re.search(pattern, str(self.value)):
-            raise AssertionError(f"the message {str(self.value)!r} does not match {pattern!r}")
-        return True
-
-    def errisinstance(self, exc):
-        return isinstance(self.value, exc)
-
-
-def _raised_type(kind, value, expected):
-    """The raised exception's class and its name, as the test knows them: a builtin the
-    program raised is that builtin; a class of the program's is the program's class (the
-    test's own name for it where it has one)."""
-    own = getattr(value, "program_classes", ())
-    name = (own[0] if own else kind.__name__).rpartition(".")[2]
-    if not own:
-        base = __builtins__.get(name) if isinstance(__builtins__, dict) else getattr(__builtins__, name, None)
-        return (base if isinstance(base, type) and issubclass(kind, base) else kind), name
-    for candidate in (expected if isinstance(expected, tuple) else (expected,)):
-        if not isinstance(candidate, type) and _names_class(candidate, own[0]):
-            return candidate, name
-    found = globals().get("__program__", {}).get(name)
-    return (found if found is not None else kind), name
-
-
-def _names_class(cls, qualname):
-    try:
-        wanted = str(cls)  # the program's class, as it writes itself: <class 'module.Name'>
-    except Exception:
-        return False
-    return isinstance(wanted, str) and (wanted == f"<class '{qualname}'>" or wanted.endswith(f".{qualname}'>"))
-
-
-def _raised_as(kind, value, expected):
-    """Whether the exception is one ``expected`` names. A class the program defines (the test
-    imports it from the solution) is a stand-in here, and the program's exception arrives as
-    its nearest builtin class carrying the names of the program's classes it derives from:
-    one must be the expected class's."""
-    if isinstance(expected, tuple):
-        return any(_raised_as(kind, value, e) for e in expected)
-    if isinstance(expected, type):
-        return issubclass(kind, expected)
-    own = getattr(value, "program_classes", ())
-    return any(_names_class(expected, name) for name in own if isinstance(name, str) and name)
-
-
-class _Approx:
-    def __init__(self, expected, rel=None, abs=None):
-        self.expected, self.rel, self.abs = expected, 1e-6 if rel is None else rel, 1e-12 if abs is None else abs
-
-    def _close(self, a, b):
-        if isinstance(b, (list, tuple)):
-            return isinstance(a, (list, tuple)) and len(a) == len(b) and all(self._close(x, y) for x, y in zip(a, b))
-        if isinstance(b, dict):
-            return isinstance(a, dict) and a.keys() == b.keys() and all(self._close(a[k], b[k]) for k in b)
-        if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float, complex)):
-            return a == b
-        if b != b or abs(b) == float("inf"):  # as pytest: NaN equals nothing, an infinity only itself
-            return a == b
-        return a == b or abs(a - b) <= max(self.rel * abs(b), self.abs)
-
-    def __eq__(self, other):
-        return self._close(other, self.expected)
-
-    def __repr__(self):
-        return f"approx({self.expected!r})"
-
-
-class _Marks:
-    def parametrize(self, names, values, **kwargs):
-        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-
-        def mark(fn):
-            sets = [dict(zip(names, v if len(names) > 1 else (v,))) for v in values]
-            fn.__dict__.setdefault("_parameter_sets", []).append(sets)
-            return fn
-        return mark
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: (args[0] if len(args) == 1 and callable(args[0]) and not kwargs
-                                        else (lambda fn: fn))
-
-
-class _Failed(AssertionError):
-    pass
-
-
-class pytest:
-    mark = _Marks()
-
-    @staticmethod
-    def raises(expected, *args, match=None, **kwargs):
-        if args:
-            with _Raises(expected, match):
-                args[0](*args[1:], **kwargs)
-            return None
-        return _Raises(expected, match)
-
-    @staticmethod
-    def approx(expected, rel=None, abs=None):
-        return _Approx(expected, rel, abs)
-
-    @staticmethod
-    def fail(reason=""):
-        raise _Failed(reason)
-
-
-def _from_solution(into, names, declared=()):
-    """``from solution import ...`` as pytest runs it: the names are the program's, builtins'
-    names included (a program's ``sum`` shadows the builtin). ``names`` maps each bound name
-    to the program's; None is a star import, which binds the public names, a builtin's name
-    only where the task declares it (its ``test_info``): an undeclared ``sorted`` of the
-    program never judges its own answers."""
-    program = into["__program__"]
-    if names is None:
-        for name in declared:
-            if name in program:
-                into[name] = program[name]
-        return
-    for alias, name in names.items():
-        if name not in program:
-            raise ImportError(f"cannot import name {name!r} from 'solution'")
-        into[alias] = program[name]
-
-
-def _run_test(fn):
-    runs = [{}]
-    for sets in fn.__dict__.get("_parameter_sets", []):
-        runs = [{**done, **more} for done in runs for more in sets]
-    for kwargs in runs:
-        fn(**kwargs)
-'''
-"""What the tests take from pytest, run by the judge before each test (``Task.helpers``)."""
+SHIMS = (Path(__file__).with_name("pytest_shims.py")).read_text()
+PYTEST_HELPERS = (
+    "def _pytest_shims(source):\n"
+    "    import builtins\n"
+    "    shims = {'__builtins__': builtins, '__name__': 'pytest_shims'}\n"
+    "    builtins.exec(builtins.compile(source, '<pytest shims>', 'exec'), shims)\n"
+    "    return shims['pytest'], shims['_run_test'], shims['_from_solution']\n"
+    "\n"
+    f"pytest, _run_test, _from_solution = _pytest_shims({SHIMS!r})\n"
+    "del _pytest_shims\n"
+)
+"""What the tests take from pytest (``pytest_shims.py``), run by the judge before each test
+(``Task.helpers``) in a namespace of its own: nothing the test imports from the program
+runs inside ``raises`` or ``approx``."""
 
 def _collect(module: str, where: str, declared: tuple[str, ...] = ()) -> list[Record]:
     tree = _parse(module, where)
     drop: set[int] = set()
     replaced: dict[int, str] = {}
     names: list[str] = []
-    for node in tree.body:
+    needed: dict[str, list[str]] = {}
+    fixtures: dict[str, list[str]] = {}
+    lines = module.splitlines()
+    for node in ast.walk(tree):  # inside a test function too: pytest runs those imports as well
         if isinstance(node, ast.ImportFrom) and node.module == "solution" and node.level == 0:
+            line = lines[node.lineno - 1]
+            if line[:node.col_offset].strip() or line[_end_col(line, node):].strip().strip(";").strip():
+                raise RecordError(where, f"line {node.lineno}: a solution import shares its line with other code",
+                                  "put `from solution import ...` on a line of its own")
             drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+            indent = line[:node.col_offset]
             if any(a.name == "*" for a in node.names):
-                replaced[node.lineno] = f"_from_solution(globals(), None, {tuple(declared)!r})"
+                replaced[node.lineno] = f"{indent}_from_solution(globals(), None, {tuple(declared)!r})"
             else:
                 bound = {a.asname or a.name: a.name for a in node.names}
-                replaced[node.lineno] = f"_from_solution(globals(), {bound!r})"
+                replaced[node.lineno] = f"{indent}_from_solution(globals(), {bound!r})"
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "solution" and node.level == 0:
+            continue
         elif isinstance(node, ast.Import) and any(a.name in ("solution", "pytest") for a in node.names):
             if any(a.name == "solution" for a in node.names):
                 raise RecordError(where, "imports solution as a module", "only `from solution import ...` is read")
@@ -211,20 +80,53 @@ def _collect(module: str, where: str, declared: tuple[str, ...] = ()) -> list[Re
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             if isinstance(node, ast.AsyncFunctionDef):
                 raise RecordError(where, f"{node.name} is async")
-            declared = [a.arg for a in node.args.args + node.args.kwonlyargs]
+            args = [a.arg for a in node.args.args + node.args.kwonlyargs]
             params = {n for d in node.decorator_list for n in _parametrized(d)}
-            fixtures = [a for a in declared if a not in params]
-            if fixtures:
-                raise RecordError(where, f"{node.name} takes fixtures ({', '.join(fixtures)})",
-                                  "tests that take pytest fixtures cannot be run without pytest")
+            needed[node.name] = [a for a in args if a not in params]
             names.append(node.name)
+        elif isinstance(node, ast.FunctionDef) and any(_is_fixture(d) for d in node.decorator_list):
+            for d in node.decorator_list:
+                if isinstance(d, ast.Call) and any(k.arg == "params" for k in d.keywords):
+                    raise RecordError(where, f"fixture {node.name} is parametrized (params=)",
+                                      "parametrized fixtures cannot be run without pytest")
+            fixtures[_fixture_name(node)] = [a.arg for a in node.args.args + node.args.kwonlyargs]
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             raise RecordError(where, f"test class {node.name}", "only test functions are collected")
     if not names:
         raise RecordError(where, "no test_* functions", "remove the record")
-    lines = module.splitlines()
+    for owner, wanted in [*needed.items(), *fixtures.items()]:
+        missing = [a for a in wanted if a not in fixtures and a not in GIVEN_FIXTURES]
+        if missing:
+            raise RecordError(where, f"{owner} takes fixtures ({', '.join(missing)})",
+                              f"only the module's own fixtures and {', '.join(GIVEN_FIXTURES)} are given without pytest")
     body = "\n".join(replaced.get(i, "") if i in drop else line for i, line in enumerate(lines, 1)).rstrip() + "\n"
     return [{"kind": "script", "code": f"{body}\n_run_test({name})\n"} for name in names]
+
+
+def _end_col(line: str, node: ast.AST) -> int:
+    """A node's end column as a character index (the parser counts UTF-8 bytes)."""
+    if node.end_lineno != node.lineno:
+        return len(line)
+    return len(line.encode()[:node.end_col_offset].decode(errors="ignore"))
+
+
+GIVEN_FIXTURES = ("capsys", "capfd")
+"""pytest's own fixtures a test may take here (what the program printed during the test)."""
+
+
+def _is_fixture(decorator: ast.expr) -> bool:
+    """``@pytest.fixture`` or ``@pytest.fixture(...)``."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return isinstance(target, ast.Attribute) and target.attr == "fixture"
+
+
+def _fixture_name(node: ast.FunctionDef) -> str:
+    for d in node.decorator_list:
+        if isinstance(d, ast.Call) and _is_fixture(d):
+            for k in d.keywords:
+                if k.arg == "name" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str):
+                    return k.value.value
+    return node.name
 
 
 def _parse(module: str, where: str) -> ast.Module:

@@ -155,27 +155,30 @@ _SOURCE_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 def with_prelude(prelude: str, program: str) -> str:
-    """``program`` with ``prelude`` as its first line, or on the line after its ``from
-    __future__`` imports (which must come first), found by parsing it: not inside a
-    parenthesised import or a string."""
-    ends: list[int] = []
+    """``program`` with ``prelude`` as its first line, or, when it has ``from __future__``
+    imports (which must come first), right after the last of them on its own line (``from
+    __future__ import annotations; PRELUDE``), so no line is added there and a statement that
+    follows on the same line or runs over several lines is never split. Found by parsing the
+    program (not inside a string), lines counted as the parser counts them."""
+    last = None
     if "__future__" in program:
         try:
             tree = ast.parse(program)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None  # it does not compile either way
         if tree is not None:
-            ends = [n.end_lineno or n.lineno for n in tree.body
-                    if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
-    if not ends:
+            futures = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
+            last = futures[-1] if futures else None
+    if last is None:
         return f"{prelude}\n{program}"
     # Lines as the parser counts them (\n, \r\n, \r): str.splitlines also breaks at form
     # feeds and other separators that Python's source allows inside a line.
     lines = _SOURCE_LINES.findall(program)
-    head, rest = "".join(lines[:max(ends)]), "".join(lines[max(ends):])
-    if not head.endswith("\n"):
-        head += "\n"
-    return f"{head}{prelude}\n{rest}"
+    row = (last.end_lineno or last.lineno) - 1
+    line = lines[row]
+    col = len(line.encode()[:last.end_col_offset or 0].decode(errors="ignore"))
+    lines[row] = f"{line[:col]}; {prelude}{line[col:]}"
+    return "".join(lines)
 
 
 def task_from_dict(

@@ -8,7 +8,10 @@ array, and every other container is a one-key object whose key names the type::
     {"$b": "hex"} bytes      {"$y": "hex"} bytearray  {"$c": [re, im]} complex
     {"$i": "hex"} an int too large for a JSON number (no 4300-digit limit)
     {"$k": ["Counter", [[k, v], ...]]} collections.Counter, OrderedDict, defaultdict
-        (with its factory when that is a builtin), deque; fractions.Fraction; decimal.Decimal
+        (with its factory when that is a builtin), deque; fractions.Fraction; decimal.Decimal;
+        datetime's date, datetime and time (without a zone) and timedelta; range; dict views;
+        a numpy array (script tests only; numpy's scalars travel as int and float, and
+        sortedcontainers' lists and sets as lists and sets)
     {"$q": "int"} a builtin type (``int``, ``list``)
     {"$h": id, "t": "Name"} a handle: an object that stayed in the program's process
     {"$n": ["TreeNode", [[val, left, right], ...]]} LeetCode's nodes (``nodes.py``), between
@@ -182,7 +185,7 @@ NODE_CLASSES = None
 judge's trusted ones, or the program's namespace's); None refuses nodes."""
 _BASES = (int, float, complex, str, bytes, bytearray, tuple, list, dict, set, frozenset)
 _PLAIN = frozenset({type(None), bool, *_BASES})
-_LIBRARY_MODULES = frozenset({"collections", "fractions", "decimal"})
+_LIBRARY_MODULES = frozenset({"collections", "fractions", "decimal", "datetime"})
 _SAME_COMPARISON = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__contains__")
 
 
@@ -218,7 +221,35 @@ def _library_value(value, t, handles, d, budget):
         return {"$k": [name, to_tree(int(value.numerator)), to_tree(int(value.denominator))]}
     if module == "decimal" and name == "Decimal":
         return {"$k": [name, str(value)]}
+    if module == "datetime" and name in ("date", "datetime", "time") and getattr(value, "tzinfo", None) is None:
+        return {"$k": [name, value.isoformat()]}
+    if module == "datetime" and name == "timedelta":
+        return {"$k": [name, [value.days, value.seconds, value.microseconds]]}
+    if t is range:
+        return {"$k": ["range", [to_tree(value.start), to_tree(value.stop), to_tree(value.step)]]}
+    if module == "builtins" and name in ("dict_keys", "dict_values", "dict_items"):
+        items = [to_tree(v, handles, d, budget) for v in value]
+        return {"$k": [name, items]}
+    if _type(module) is str and module.split(".")[0] == "sortedcontainers" and name in ("SortedList", "SortedKeyList",
+                                                                                         "SortedSet"):
+        items = [to_tree(v, handles, d, budget) for v in value]
+        return items if name != "SortedSet" else {"$s": items}
+    if module == "numpy" and callable(getattr(value, "item", None)) and getattr(value, "shape", None) == ():
+        plain = value.item()  # a numpy scalar (np.int64, np.float64): as Python's int or float
+        return to_tree(plain, handles, d, budget) if _type(plain) in _PLAIN else None
+    if module == "numpy" and name == "ndarray" and handles is not None:
+        dtype = str(value.dtype)
+        if not _NUMPY_DTYPE(dtype):
+            return None
+        return {"$k": ["ndarray", dtype, to_tree(value.tolist(), handles, d, budget)]}
     return None
+
+
+def _NUMPY_DTYPE(dtype: str) -> bool:
+    """A numpy dtype sent as values: booleans, numbers, fixed-width text."""
+    import re
+
+    return re.fullmatch(r"bool|u?int(8|16|32|64)|float(16|32|64)|complex(64|128)|[<>|]?[US]\d{1,6}", dtype) is not None
 
 
 def _as_base(value, t):
@@ -252,6 +283,46 @@ def _from_library(body, make_handle, d, plain=False):
         if _type(num) is not int or _type(den) is not int or den == 0:
             raise CodecError("malformed Fraction")
         return fractions.Fraction(num, den)
+    if name in ("date", "datetime", "time") and len(body) == 2 and _type(body[1]) is str and len(body[1]) < 64:
+        import datetime
+
+        try:
+            return getattr(datetime, name).fromisoformat(body[1])
+        except ValueError:
+            raise CodecError(f"malformed {name}") from None
+    if name == "timedelta" and len(body) == 2 and _type(body[1]) is list and len(body[1]) == 3 \
+            and all(_type(x) is int for x in body[1]):
+        import datetime
+
+        try:
+            return datetime.timedelta(days=body[1][0], seconds=body[1][1], microseconds=body[1][2])
+        except OverflowError:
+            raise CodecError("malformed timedelta") from None
+    if name == "range" and len(body) == 2 and _type(body[1]) is list and len(body[1]) == 3:
+        bounds = [from_tree(x) for x in body[1]]
+        if not all(_type(x) is int for x in bounds) or bounds[2] == 0:
+            raise CodecError("malformed range")
+        return range(*bounds)
+    if name in ("dict_keys", "dict_values", "dict_items") and len(body) == 2:
+        items = from_tree(body[1], make_handle, d, plain)
+        if _type(items) is not list:
+            raise CodecError("malformed view")
+        if name == "dict_values":
+            return {i: v for i, v in enumerate(items)}.values()
+        if name == "dict_keys":
+            return dict.fromkeys(items).keys()
+        if not all(_type(p) is tuple and len(p) == 2 for p in items):
+            raise CodecError("malformed view")
+        return dict(items).items()
+    if name == "ndarray" and len(body) == 3 and _type(body[1]) is str and _NUMPY_DTYPE(body[1]):
+        try:
+            import numpy
+        except ImportError:
+            raise CodecError("a numpy array, and numpy is not installed here") from None
+        try:
+            return numpy.array(from_tree(body[2], make_handle, d, plain), dtype=body[1])
+        except (ValueError, TypeError, OverflowError):
+            raise CodecError("malformed ndarray") from None
     if name == "Decimal" and len(body) == 2 and _type(body[1]) is str and len(body[1]) < 10000:
         import decimal
 

@@ -76,11 +76,16 @@ def _namespace(link: Link, manifest, entry_point=None) -> dict:
     stay the judge's own (a program's ``abs`` or ``math`` must not judge its answers),
     unless the name is the task's entry point (the function under test). Every name the
     program bound is also under ``__program__`` (a name no program can bind), for helpers
-    that import from the program as a test module would (``from solution import sum``)."""
+    that import from the program as a test module would (``from solution import sum``);
+    ``__capture__(action)`` starts, reads or stops capturing what the program prints
+    (``capsys``); ``__exception_classes__()`` gives the program's exception classes as classes
+    of the judge's."""
     if _type(manifest) is not dict:
         raise ProtocolViolation("malformed manifest")
     program: dict = {}
-    ns: dict = {"__name__": "__test__", "__builtins__": builtins, "__program__": program}
+    ns: dict = {"__name__": "__test__", "__builtins__": builtins, "__program__": program,
+                "__capture__": lambda action: link.request({"op": "capture", "ref": 0, "action": action}),
+                "__exception_classes__": lambda: _exception_classes(link)}
     for name, entry in manifest.items():
         if _type(name) is not str or _type(entry) is not dict or len(entry) != 1:
             raise ProtocolViolation("malformed manifest")
@@ -108,6 +113,21 @@ def _namespace(link: Link, manifest, entry_point=None) -> dict:
         if name in program:
             ns[name] = program[name]
     return ns
+
+
+def _exception_classes(link: Link) -> dict:
+    """The program's exception classes by the names it bound them to, each as the judge's
+    class for it (:func:`raised.program_class`), so a test's ``except`` can name them."""
+    found = link.request({"op": "exceptions", "ref": 0})
+    out = {}
+    if _type(found) is not dict:
+        raise ProtocolViolation("malformed exception classes")
+    for name, entry in found.items():
+        if (_type(name) is not str or _type(entry) is not list or len(entry) != 2 or _type(entry[0]) is not list
+                or not all(_type(n) is str for n in entry[0]) or _type(entry[1]) is not str):
+            raise ProtocolViolation("malformed exception classes")
+        out[name] = raised.program_class(tuple(n[:200] for n in entry[0][:32]))
+    return out
 
 
 TEST_NAME, CHECKER_NAME, HELPERS_NAME = "<test>", "<checker>", "<helpers>"

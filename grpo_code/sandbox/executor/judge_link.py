@@ -81,6 +81,15 @@ class Link:
             reply = {"raise": {"type": _builtin_name(exc), "message": _exception_line(exc).strip()[:2000]}}
         self.send(reply)
 
+    def next_item(self, ref):
+        """The next item of the program's iterator ``ref``; ``StopIteration`` at its end."""
+        reply = self.request({"op": "next", "ref": ref})
+        if _type(reply) is not list or len(reply) not in (0, 1):
+            raise ProtocolViolation("malformed answer")
+        if not reply:
+            raise StopIteration
+        return reply[0]
+
     def request(self, msg: dict, args=None, kwargs=None):
         self.send(msg)
         reply = self.receive()
@@ -92,6 +101,9 @@ class Link:
         if "raise" in reply:
             try:
                 exc = raised.program_exception(reply["raise"])
+                held = reply["raise"].get("object")
+                if _type(held) is dict and _type(held.get("$h")) is int and held["$h"] > 0:
+                    exc.program_object = ProgramObject(self, held["$h"], str(held.get("t", ""))[:200])
             except ValueError:
                 raise ProtocolViolation("malformed exception") from None
             raise exc
@@ -162,11 +174,17 @@ class ProgramObject:
         self._ask("setattr", attr=name, value=_encode(value, self._link))
 
     def __iter__(self):
-        return iter(self._ask("iter"))
+        items = self._ask("iter")
+        if items is None:  # an iterator of the program's (a generator): item by item, never all at once
+            return _ProgramIterator(self)
+        return iter(items)
+
+    def __next__(self):
+        return self._link.next_item(self._ref)
 
     def __contains__(self, item) -> bool:
         # Decided here, on the items: the program never sees what is looked for.
-        return item in self._ask("iter")
+        return item in iter(self)
 
     def __getitem__(self, key):
         return self._ask("getitem", key=_encode(key, self._link))
@@ -214,6 +232,21 @@ class ProgramObject:
         return False
 
 
+class _ProgramIterator:
+    """A program's iterator read one item at a time (an infinite generator stays lazy)."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of: ProgramObject):
+        self._of = of
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return object.__getattribute__(self._of, "_link").next_item(object.__getattribute__(self._of, "_ref"))
+
+
 class _Refs:
     """Lets :func:`codec.to_tree` pass the program's own objects back as their handles, and
     the test's functions (callbacks, functions a program's decorator wraps) as negative
@@ -231,12 +264,18 @@ class _Refs:
                                "functions and the program's own objects can be passed")
 
 
+class Unsendable(BaseException):
+    """The test passed the program something that cannot be sent. A ``BaseException`` of the
+    judge's own: a ``TypeError`` here would satisfy the test's ``pytest.raises(TypeError)``
+    before the program ran at all."""
+
+
 def _encode(value, link: Link):
     """A test value as a tree for the program."""
     try:
         return codec.to_tree(value, _Refs(link))
     except codec.CodecError as exc:
-        raise TypeError(str(exc)) from None
+        raise Unsendable(str(exc)) from None
 
 
 def _builtin_name(exc: BaseException) -> str:

@@ -115,16 +115,27 @@ def is_same_tree(p, q) -> bool:
 
 
 def kind_of(value) -> str | None:
-    """``ListNode`` or ``TreeNode`` when ``value`` is such a node (by its class's name and
-    its link attributes), else None."""
-    name = getattr(_type(value), "__name__", None)
-    fields = KINDS.get(name) if _type(name) is str else None
-    if fields is None:
+    """``ListNode`` or ``TreeNode`` when ``value`` is such a node (its class or a base of it
+    has that name, and it has the link attributes, in ``__dict__`` or slots), else None."""
+    try:
+        names = [k.__name__ for k in _type(value).__mro__]
+    except (AttributeError, TypeError):
         return None
-    state = getattr(value, "__dict__", None)
-    if _type(state) is not dict or not all(f in state for f in fields):
+    name = next((n for n in names if _type(n) is str and n in KINDS), None)
+    if name is None or _state(value, KINDS[name]) is None:
         return None
     return name
+
+
+def _state(node, fields) -> dict | None:
+    """The node's value and links, or None when one is missing."""
+    state = {}
+    for f in fields:
+        try:
+            state[f] = getattr(node, f)
+        except Exception:
+            return None
+    return state
 
 
 def encode(value, kind: str, encode_value, budget: list) -> dict:
@@ -138,8 +149,8 @@ def encode(value, kind: str, encode_value, budget: list) -> dict:
         budget[0] -= 1
         if budget[0] < 0:
             raise OverflowError("too many nodes")
-        state = getattr(node, "__dict__", None)
-        if _type(state) is not dict:
+        state = _state(node, fields)
+        if state is None:
             raise TypeError("not a node")
         row = [encode_value(state.get("val"))]
         for f in fields[1:]:

@@ -62,14 +62,17 @@ def _manifest(namespace: dict, handles: codec.HandleTable) -> dict:
     return out
 
 
-def _exception(exc: BaseException) -> dict:
+def _exception(exc: BaseException, handles: codec.HandleTable | None = None) -> dict:
     t = _type(exc)
     try:
         message = str(exc)[:2000]
     except BaseException:
         message = "(the exception could not be shown)"
-    return {"raise": {"type": _builtin_base(t), "name": str(t.__qualname__)[:200], "message": message,
-                      "tb": tail(), "mro": _own_classes(t)}}
+    report = {"type": _builtin_base(t), "name": str(t.__qualname__)[:200], "message": message,
+              "tb": tail(), "mro": _own_classes(t)}
+    if handles is not None:  # the exception object itself, for attributes the test reads (excinfo.value.code)
+        report["object"] = handles.add(exc)
+    return {"raise": report}
 
 
 def _own_classes(t: type) -> list:
@@ -100,6 +103,17 @@ def _builtin_base(t: type) -> str:
     except BaseException:
         pass
     return "Exception"
+
+
+def _exception_classes(namespace: dict) -> dict:
+    """The program's exception classes by the module-level names bound to them: the names of
+    the program's classes each derives from, and its nearest builtin."""
+    out = {}
+    for name, value in list(namespace.items()):
+        if (isinstance(value, type) and issubclass(value, BaseException) and not name.startswith("__")
+                and getattr(builtins, _type.__getattribute__(value, "__name__"), None) is not value):
+            out[name] = [_own_classes(value), _builtin_base(value)]
+    return out
 
 
 def _node_classes(namespace: dict):
@@ -156,6 +170,7 @@ class _JudgeLink:
     """The program's end of the judge's channel: its handles and how it answers."""
 
     def __init__(self, namespace: dict, channel: int):
+        self.namespace = namespace
         self.channel = channel
         self.handles = _Handles()
         self.reader = protocol.FrameReader(channel)
@@ -183,13 +198,16 @@ class _JudgeLink:
 
     def answer(self, msg) -> None:
         try:
-            reply = _answer(msg, self.resolve, self.arg, self.handles)
+            if _type(msg) is dict and msg.get("op") == "exceptions":
+                reply = {"ok": codec.to_tree(_exception_classes(self.namespace))}
+            else:
+                reply = _answer(msg, self.resolve, self.arg, self.handles)
         except _JudgeGone:
             raise
         except MemoryError:
             reply = {"raise": {"type": "MemoryError", "name": "MemoryError", "message": "", "tb": ""}}
         except BaseException as exc:
-            reply = _exception(exc)
+            reply = _exception(exc, self.handles)
         _flush()
         try:
             protocol.send_json(self.channel, reply)
@@ -211,8 +229,37 @@ def serve(namespace: dict, channel: int = CHANNEL_FD) -> int:
         return 0
 
 
+class _Captured:
+    """What the program prints while a test captures it (pytest's ``capsys``)."""
+
+    saved: tuple | None = None
+
+
+def _capture(action) -> dict:
+    import io
+
+    if action == "start" and _Captured.saved is None:
+        _flush()
+        _Captured.saved = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+        return {"ok": None}
+    if action == "read" and _Captured.saved is not None:
+        out, err = sys.stdout, sys.stderr
+        values = [out.getvalue() if isinstance(out, io.StringIO) else "",
+                  err.getvalue() if isinstance(err, io.StringIO) else ""]
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+        return {"ok": codec.to_tree(values)}
+    if action == "stop" and _Captured.saved is not None:
+        sys.stdout, sys.stderr = _Captured.saved
+        _Captured.saved = None
+        return {"ok": None}
+    raise ValueError(f"capture {action!r} out of order")
+
+
 def _answer(msg: dict, resolve, arg, handles) -> dict:
     op = msg["op"]
+    if op == "capture":
+        return _capture(msg.get("action"))
     target = resolve(msg["ref"])
     if op == "call":
         args = [arg(a) for a in msg["args"]]
@@ -236,7 +283,14 @@ def _answer(msg: dict, resolve, arg, handles) -> dict:
         setattr(target, msg["attr"], arg(msg["value"]))
         return {"ok": None}
     if op == "iter":
+        if iter(target) is target:  # an iterator (a generator): the judge asks for its items one by one
+            return {"ok": None}
         return {"ok": codec.to_tree(list(target), handles)}
+    if op == "next":
+        try:
+            return {"ok": [codec.to_tree(next(target), handles)]}
+        except StopIteration:
+            return {"ok": []}
     if op == "getitem":
         return {"ok": codec.to_tree(target[arg(msg["key"])], handles)}
     if op == "eq":

@@ -20,7 +20,45 @@ class ProgramException(Exception):
     program_traceback = ""
     program_type = ""
     program_classes: tuple = ()  # the qualified names of the program's classes it derives from
+    program_object = None  # the exception in the program's process (a ProgramObject), when it was kept
+    program_message = ""
     program_base = "Exception"  # the builtin class it stands for
+    seen_as: type | None = None  # the class a test names it by (``excinfo.type``): the builtin, or the program's
+
+    def __getattr__(self, name: str):
+        """Attributes the program's exception has and the judge's stand-in lacks
+        (``excinfo.value.field``), read from the program's object."""
+        held = self.__dict__.get("program_object")
+        if held is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(held, name)
+
+
+_FORWARDED = ("args", "code", "errno", "strerror", "filename", "filename2", "msg", "lineno", "offset", "text",
+              "path", "value")
+"""Attributes of builtin exceptions (``args``; ``SystemExit.code``, ``OSError.errno``...) that
+the judge reads from the program's exception object when it was kept."""
+
+
+def _forwarded(name: str):
+    native = [(cls, cls.__dict__[name]) for cls in (BaseException, SystemExit, OSError, UnicodeError, SyntaxError,
+                                                  ImportError, StopIteration) if name in cls.__dict__]
+
+    def get(self):
+        held = self.__dict__.get("program_object")
+        if held is not None:
+            return getattr(held, name)
+        for cls, descriptor in native:
+            if isinstance(self, cls):
+                return descriptor.__get__(self, _type(self))
+        raise AttributeError(name)
+
+    return property(get)
+
+
+def _str(self) -> str:
+    """What the program's ``str()`` of its exception said (a ``KeyError`` is not quoted twice)."""
+    return self.__dict__.get("program_message", "")
 
 
 RAISED_TYPES: dict = {}
@@ -41,15 +79,55 @@ def program_exception(info) -> BaseException:
         # Raised into map(), all() or a for loop of the test it would end the iteration
         # quietly (a test that checks nothing passes): a RuntimeError, as PEP 479 does.
         base, message = RuntimeError, f"the program raised {name}: {message}"
+    mro = info.get("mro")
+    classes = tuple(str(n)[:200] for n in mro[:32]) if _type(mro) is list else ()
     try:
-        exc = raised_class(base)(message)
+        exc = (_raised_program(classes, base) if classes else raised_class(base))(message)
     except BaseException:
         exc = raised_class(Exception)(message)
+    exc.program_message = message
     exc.program_traceback = str(info.get("tb") or "")[-2000:]
     exc.program_type = str(info.get("name") or name)[:200]
-    mro = info.get("mro")
-    exc.program_classes = tuple(str(n)[:200] for n in mro[:32]) if _type(mro) is list else (exc.program_type,)
+    exc.program_classes = classes or (exc.program_type,)
     return exc
+
+
+PROGRAM_CLASSES: dict = {}
+RAISED_PROGRAM: dict = {}
+
+
+def program_class(names: tuple) -> type:
+    """The judge's class for a program's exception class, by the qualified names of the
+    program's classes it derives from (itself first): one class per chain, derived from its
+    parent's, so a test's ``except InvalidAge`` (the test binds the program's ``InvalidAge``
+    to this class) catches the program's ``InvalidAge`` and its subclasses."""
+    if not names:
+        return ProgramException
+    cls = PROGRAM_CLASSES.get(names)
+    if cls is None:
+        if len(PROGRAM_CLASSES) > 4096:
+            PROGRAM_CLASSES.clear()
+            RAISED_PROGRAM.clear()
+        parent = program_class(names[1:])
+        cls = type(names[0].rpartition(".")[2] or "ProgramError", (parent,),
+                   {"__module__": "solution", "__qualname__": names[0]})
+        PROGRAM_CLASSES[names] = cls
+    return cls
+
+
+def _raised_program(names: tuple, base: type) -> type:
+    """The class of an exception the program raised: its program class (above) and the judge's
+    class for its nearest builtin (``except ValueError`` catches it too)."""
+    key = (names, base)
+    cls = RAISED_PROGRAM.get(key)
+    if cls is None:
+        try:
+            cls = type(names[0].rpartition(".")[2] or "ProgramError", (program_class(names), raised_class(base)),
+                       {"__module__": "solution", "__qualname__": names[0], "seen_as": program_class(names)})
+        except TypeError:
+            cls = raised_class(base)
+        RAISED_PROGRAM[key] = cls
+    return cls
 
 
 def raised_class(base: type) -> type:
@@ -61,7 +139,9 @@ def raised_class(base: type) -> type:
     if cls is None:
         bases = (ProgramException,) if base is Exception else (base, ProgramException)
         try:
-            cls = type(base.__name__, bases, {"__module__": "builtins", "program_base": base.__name__})
+            cls = type(base.__name__, bases, {"__module__": "builtins", "program_base": base.__name__, "__str__": _str,
+                                              "seen_as": base,
+                                              **{name: _forwarded(name) for name in _FORWARDED}})
         except TypeError:  # a builtin whose layout takes no second base
             cls = raised_class(Exception)
         RAISED_TYPES[base] = cls
