@@ -114,6 +114,9 @@ class TasksConfig:
     system_prompt: str | None = None
     extract: Literal["first", "last"] = "last"
     """Which fenced code block of a completion is the program."""
+    exclude_weak: bool = False
+    """Train without what the last ``tasks audit`` found weak (docs/training.md, Weak tests left out)."""
+    min_mutation_score: float = field(default=0.8, metadata=bounds(0.0, 1.0))  # the bar of exclude_weak
 
 
 @dataclass

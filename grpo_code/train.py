@@ -255,6 +255,7 @@ def _train(cfg: RunConfig, run_dir: Path, checkpoint: Path | None, started: floa
     from grpo_code.training.rollouts import PromptIndex, Rollouts, training_sampling
     from grpo_code.training.trainer import GrpoCodeTrainer
     from grpo_code.verify.attested import script_tasks
+    from grpo_code.verify.audit import audited_weak
     from grpo_code.verify.early import EarlyJobs
 
     suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
@@ -287,6 +288,7 @@ def _train(cfg: RunConfig, run_dir: Path, checkpoint: Path | None, started: floa
         prompt_filter = PromptFilter(cfg.train.filter.history, cfg.train.filter.skip_prob, cfg.train.seed)
     with Sandbox(cfg.sandbox) as sandbox, contextlib.ExitStack() as stack:
         log(f"sandbox: {sandbox.backend} backend, {sandbox.workers} workers")
+        train_tasks = audited_weak(suite, train_tasks, cfg.tasks.exclude_weak, cfg.tasks.min_mutation_score, log)
         train_tasks = oracle.prepare(train_tasks, sandbox, log)
         rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
                 for t in train_tasks.tasks]

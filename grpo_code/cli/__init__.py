@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from grpo_code import __version__
+from grpo_code.cli import audit_cmd  # noqa: F401 (registers `tasks audit`)
 from grpo_code.cli import config_cmd, eval_cmd, models_cmd, report_cmd, sandbox_cmd, tasks_cmd
 from grpo_code.cli.common import ConfigArg, OverridesArg, command, quiet_exit
 

@@ -233,6 +233,8 @@ def check(
     backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
     workers: Annotated[int | None, typer.Option(help="Concurrent jobs (default: CPU count).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    audit: Annotated[bool, typer.Option("--audit", help="Then audit the tests: shortcuts and mutants "
+                                                      "(`grpo-code tasks audit`, its defaults).")] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Run reference and empty solutions through the sandbox: references must pass, empties must fail.
@@ -260,15 +262,33 @@ def check(
         job = bar.add_task(s.name, total=None)
         report = check_suite(s, sandbox, solutions, repeat,
                              progress=lambda done, total: bar.update(job, completed=done, total=total))
+        audited = None
+        if audit:
+            from grpo_code.verify.audit import audit_suite, save_last
+
+            bar.update(job, description=f"{s.name} (audit)", completed=0, total=None)
+            audited = audit_suite(s, sandbox, progress=lambda done, total: bar.update(job, completed=done,
+                                                                                      total=total))
         ran = any(c.runs for items in report.checks.values() for c in items)
         # Naming the backend of a sandbox that ran nothing would start it.
         backend = sandbox.backend if ran else resolve_backend(sb_cfg)
     summary = report.summary()
     summary["backend"] = backend
+    saved = save_last(audited) if audited is not None else None
+    if audited is not None:
+        summary["audit"] = audited.summary()
     if as_json:
         typer.echo(json.dumps(summary))
     else:
         _print_report(summary)
+        if audited is not None:
+            from grpo_code.cli.audit_report import print_audit
+
+            print_audit(summary["audit"], saved)
+    if audited is not None:
+        from grpo_code.verify.audit import require_clean
+
+        require_clean(audited)
     if not report.ok:
         raise typer.Exit(1)
 
