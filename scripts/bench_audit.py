@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from grpo_code.config import SandboxConfig  # noqa: E402
 from grpo_code.sandbox import Sandbox  # noqa: E402
 from grpo_code.tasks import load_suite  # noqa: E402
+from grpo_code.verify import oracle  # noqa: E402
 from grpo_code.verify.audit import audit_suite  # noqa: E402
 from grpo_code.verify.store import RewardCache  # noqa: E402
 
@@ -53,6 +54,10 @@ def run_pair(name: str, data: Path, sandbox: Sandbox, mutants: int, log) -> dict
     base_ref, plus_ref = (r.format(data=data) for r in PAIRS[name])
     base, plus = _load(base_ref), _load(plus_ref)
     out: dict = {"pair": name, "tasks": len(base)}
+    t0 = time.perf_counter()
+    for suite in (base, plus):  # expected values from the references: computed once, then cached
+        oracle.resolve(suite, sandbox)
+    log(f"{name}: expected values ready in {time.perf_counter() - t0:.1f} s")
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         audited = audit_suite(base, sandbox, mutants=mutants, stronger=plus,

@@ -111,10 +111,18 @@ def test_the_cli_prints_the_weak_tasks_and_refuses_bad_options(tmp_path, monkeyp
     suite = tmp_path / "s"
     suite.mkdir()
     (suite / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
-    result = runner.invoke(app, ["tasks", "audit", str(suite), "--backend", "local", "--mutants", "5", "--json"])
+    result = runner.invoke(app, ["tasks", "audit", str(suite), "--backend", "local", "--mutants", "5", "--json",
+                                 "--out", str(tmp_path / "audited")])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["hackable"] == ["weak", "echo"] and summary["tasks"] == 3
+    assert json.loads((tmp_path / "audited" / "audit.json").read_text())["hackable"] == ["weak", "echo"]
+    pytest.importorskip("matplotlib")
+    plotted = runner.invoke(app, ["report", str(tmp_path / "audited"), "--out", str(tmp_path / "report")])
+    assert plotted.exit_code == 0, plotted.output
+    assert (tmp_path / "report" / "audit_mutation_scores.png").is_file()
+    assert (tmp_path / "report" / "audit_shortcuts.png").is_file()
+    assert "Test audits" in (tmp_path / "report" / "report.html").read_text()
     text = runner.invoke(app, ["tasks", "audit", str(suite), "--backend", "local", "--mutants", "5"])
     assert text.exit_code == 0 and "2 of 3 tasks hackable" in text.output and "returns 0" in text.output
     bad = runner.invoke(app, ["tasks", "audit", str(suite), "--mutants", "-1"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,6 +28,8 @@ def audit(
     backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
     workers: Annotated[int | None, typer.Option(help="Concurrent jobs (default: CPU count).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Also write the report to DIR/audit.json (for `grpo-code report DIR`).")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Find the tasks whose tests a wrong program passes: shortcuts and mutants of the reference.
@@ -63,6 +66,9 @@ def audit(
                              progress=lambda done, total: bar.update(job, completed=done, total=total))
     saved = save_last(report)
     summary = report.summary()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "audit.json").write_text(json.dumps(summary))
     if as_json:
         typer.echo(json.dumps(summary))
     else:

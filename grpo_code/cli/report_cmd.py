@@ -20,7 +20,9 @@ def report(
 
     Runs: reward and pass rate per step (raw and smoothed), verdict mix, completion length,
     reward wait vs sandbox busy time, prompt-filter savings. Evals: pass@k with 95% intervals,
-    a per-task pass grid, verdict mix. Several directories are overlaid, named by directory.
+    a per-task pass grid, verdict mix. Test audits (`tasks audit --out DIR`): the mutation
+    score over the tasks, the shortcuts that pass. Several directories are overlaid, named
+    by directory.
     """
     from rich.console import Console
 
@@ -29,7 +31,7 @@ def report(
 
     result = build_report(dirs, out)
     console = Console()
-    print_tables(result.runs, result.evals, console)
+    print_tables(result.runs, result.evals, console, result.audits)
     for _, title, why in result.skipped:
         console.print(f"not plotted: {title} ({why})", highlight=False)
     console.print(f"report: {result.html} ({len(result.figures)} plots as PNG in {result.out})", highlight=False)

@@ -18,7 +18,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo_code.report.load import EvalData, ReportError, RunData, load_dirs
+from grpo_code.report.load import AuditData, EvalData, ReportError, RunData, load_dirs
 
 __all__ = ["Report", "ReportError", "build_report", "default_out"]
 
@@ -27,7 +27,7 @@ __all__ = ["Report", "ReportError", "build_report", "default_out"]
 class Figure:
     file: str  # file name under the output directory
     title: str
-    section: str  # "runs" or "evals"
+    section: str  # "runs", "evals" or "audits"
 
 
 @dataclass
@@ -35,6 +35,7 @@ class Report:
     out: Path
     runs: list[RunData]
     evals: list[EvalData]
+    audits: list[AuditData] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (section, plot title, why)
 
@@ -59,12 +60,14 @@ def build_report(dirs: list[Path], out: Path | None = None) -> Report:
     if out.exists() and not out.is_dir():
         raise ReportError(f"--out {out} is a file", "choose a directory for the report")
     out.mkdir(parents=True, exist_ok=True)
-    report = Report(out, [i for i in items if isinstance(i, RunData)], [i for i in items if isinstance(i, EvalData)])
+    report = Report(out, [i for i in items if isinstance(i, RunData)], [i for i in items if isinstance(i, EvalData)],
+                    [i for i in items if isinstance(i, AuditData)])
 
-    from grpo_code.report import html, plots, turns
+    from grpo_code.report import audits, html, plots, turns
 
     for section, inputs, specs in (("runs", report.runs, plots.RUN_PLOTS + turns.RUN_PLOTS),
-                                   ("evals", report.evals, plots.EVAL_PLOTS + turns.EVAL_PLOTS)):
+                                   ("evals", report.evals, plots.EVAL_PLOTS + turns.EVAL_PLOTS),
+                                   ("audits", report.audits, audits.AUDIT_PLOTS)):
         if not inputs:
             continue
         for file, title, draw in specs:

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from grpo_code import __version__
-from grpo_code.report.tables import eval_table, run_table
+from grpo_code.report.tables import audit_table, eval_table, run_table
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1000px;
@@ -39,11 +39,12 @@ def render(report: Any) -> str:
              f"<style>{STYLE}</style></head><body>",
              "<h1>grpo-code report</h1>",
              f"<p class='note'>Written {esc(time.strftime('%Y-%m-%d %H:%M'))} by grpo-code {esc(__version__)} from:</p><ul>"]
-    for item in [*report.runs, *report.evals]:
-        kind = "run" if item in report.runs else "eval"
+    for item in [*report.runs, *report.evals, *report.audits]:
+        kind = "run" if item in report.runs else "eval" if item in report.evals else "test audit"
         parts.append(f"<li>{esc(item.name)} ({kind}): <code>{esc(str(item.path))}</code></li>")
     parts.append("</ul>")
-    sections = (("runs", "Training runs", report.runs, run_table), ("evals", "Evals", report.evals, eval_table))
+    sections = (("runs", "Training runs", report.runs, run_table), ("evals", "Evals", report.evals, eval_table),
+                ("audits", "Test audits", report.audits, audit_table))
     for section, heading, items, table in sections:
         if not items:
             continue

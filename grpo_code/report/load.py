@@ -86,13 +86,26 @@ class EvalData:
         return out
 
 
-Item = RunData | EvalData
+@dataclass
+class AuditData:
+    """A ``grpo-code tasks audit --out DIR``: its ``audit.json`` (the report's summary)."""
+
+    name: str
+    path: Path
+    summary: dict[str, Any]
+
+    def scores(self) -> list[float]:
+        return [t["score"] for t in self.summary.get("per_task", []) if isinstance(t.get("score"), (int, float))]
+
+
+Item = RunData | EvalData | AuditData
 
 
 # --------------------------------------------------------------------------- detection
 
 RUN_FILES = ("config.yaml", "metrics.jsonl")
-EXPECTED = "config.yaml + metrics.jsonl (a training run), or summary.json or <model>/summary.json (an eval)"
+EXPECTED = ("config.yaml + metrics.jsonl (a training run), summary.json or <model>/summary.json (an eval), or "
+            "audit.json (a test audit)")
 
 
 def _read_summary(path: Path) -> EvalSummary:
@@ -150,6 +163,14 @@ def load_dir(path: Path) -> list[Item]:
                         _read_config(path / "config.yaml"))]
     if (path / "summary.json").is_file():
         return [EvalData(path.resolve().name, path, _read_summary(path / "summary.json"))]
+    if (path / "audit.json").is_file():
+        try:
+            audit = json.loads((path / "audit.json").read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ReportError(f"{path / 'audit.json'} cannot be read: {exc}", "rerun the audit that wrote it") from None
+        if not isinstance(audit, dict) or not isinstance(audit.get("per_task"), list):
+            raise ReportError(f"{path / 'audit.json'} is not an audit", "pass a directory of `tasks audit --out`")
+        return [AuditData(path.resolve().name, path, audit)]
     evals = [EvalData(sub.name, sub, _read_summary(sub / "summary.json"))
              for sub in sorted(path.iterdir()) if (sub / "summary.json").is_file()]
     if evals:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_code.evaluate import slug
-from grpo_code.report.load import EvalData, RunData, eval_summary, run_summary
+from grpo_code.report.load import AuditData, EvalData, RunData, eval_summary, run_summary
 
 Table = tuple[str, list[str], list[list[str]]]  # title, headers, rows
 RUN_TITLE = "Training runs (reward, pass rate: first quarter of steps → last; wait: blocked on rewards)"
@@ -63,14 +63,29 @@ def eval_table(evals: list[EvalData]) -> Table:
     return title, headers, rows
 
 
-def tables(runs: list[RunData], evals: list[EvalData]) -> list[Table]:
-    return ([run_table(runs)] if runs else []) + ([eval_table(evals)] if evals else [])
+def audit_table(audits: list[AuditData]) -> Table:
+    """One row per audited suite: hackable and weak tasks, the mutation score's quartiles."""
+    headers = ["audit", "suite", "tasks", "hackable", "weak", "score p25", "median", "mean", "mutants killed"]
+    rows = []
+    for a in audits:
+        s, dist = a.summary, a.summary.get("mutation_score", {})
+        rows.append([a.name, str(s.get("suite", "")), str(s.get("tasks", "")), str(len(s.get("hackable", []))),
+                     str(len(s.get("weak", []))), _num(dist.get("p25"), 2), _num(dist.get("median"), 2),
+                     _num(dist.get("mean"), 3), f"{s.get('killed', 0)}/{s.get('mutants', 0)}"])
+    return ("weak: hackable by a shortcut, or a mutation score under the audit's --min-score "
+            "(docs/tasks.md, Auditing a suite's tests)"), headers, rows
 
 
-def print_tables(runs: list[RunData], evals: list[EvalData], console: Any) -> None:
+def tables(runs: list[RunData], evals: list[EvalData], audits: list[AuditData] | None = None) -> list[Table]:
+    return ([run_table(runs)] if runs else []) + ([eval_table(evals)] if evals else []) + \
+        ([audit_table(audits)] if audits else [])
+
+
+def print_tables(runs: list[RunData], evals: list[EvalData], console: Any,
+                 audits: list[AuditData] | None = None) -> None:
     from rich.table import Table as RichTable
 
-    for title, headers, rows in tables(runs, evals):
+    for title, headers, rows in tables(runs, evals, audits):
         table = RichTable(title=title, title_justify="left")
         for i, h in enumerate(headers):
             text = i == 0 or h in ("model", "suite")
