@@ -2,8 +2,8 @@
 MBPP's against MBPP+, and the time of a HumanEval+ audit.
 
     python scripts/bench_audit.py                       # HumanEval vs HumanEval+ (docker)
-    python scripts/bench_audit.py --mbpp --backend local
-    python scripts/bench_audit.py --mutants 10 --json out.json
+    python scripts/bench_audit.py --pairs all --json out.json
+    python scripts/bench_audit.py --pairs mbpp --backend local --mutants 10
 
 For each pair (base, plus) it audits the base suite with the plus suite as ``--stronger``
 (a base survivor that plus rejects is a solution the base tests pass and HumanEval+
@@ -37,16 +37,20 @@ from grpo_code.verify.store import RewardCache  # noqa: E402
 PAIRS = {
     "humaneval": ("humaneval:{data}/humaneval/HumanEval.jsonl.gz", "evalplus:{data}/evalplus/HumanEvalPlus.jsonl.gz"),
     "mbpp": ("evalplus:{data}/evalplus/MbppPlus.jsonl.gz@base", "evalplus:{data}/evalplus/MbppPlus.jsonl.gz"),
+    # HumanEval+'s own base tests: the same references (so the same mutants) as the plus suite
+    "humaneval-base": ("evalplus:{data}/evalplus/HumanEvalPlus.jsonl.gz@base",
+                       "evalplus:{data}/evalplus/HumanEvalPlus.jsonl.gz"),
 }
 
 
 def _load(ref: str):
-    if ref.endswith("@base"):  # MBPP+'s base tests: the evalplus adapter's base group
+    if ref.endswith("@base"):  # an evalplus file's base tests: the adapter's base group
         from grpo_code.tasks.adapters import convert
         from grpo_code.tasks.suite import suite_from_records
 
         path = ref.removeprefix("evalplus:").removesuffix("@base")
-        return suite_from_records("mbpp-base", convert("evalplus", path, tests="base"), path)
+        return suite_from_records(Path(path).name.split(".")[0] + "-base", convert("evalplus", path, tests="base"),
+                                  path)
     return load_suite(ref, [])
 
 
@@ -97,11 +101,16 @@ def main() -> None:
     parser.add_argument("--backend", default="docker")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--mutants", type=int, default=20)
-    parser.add_argument("--mbpp", action="store_true", help="also MBPP (base) against MBPP+")
-    parser.add_argument("--only-mbpp", action="store_true")
+    parser.add_argument("--pairs", default="humaneval",
+                        help="comma-separated: humaneval (HumanEval's own file against HumanEval+), humaneval-base "
+                             "(HumanEval+'s base tests against all its tests: the same references), mbpp (MBPP+'s "
+                             "base tests against all), or all")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
     args = parser.parse_args()
-    pairs = ["mbpp"] if args.only_mbpp else ["humaneval"] + (["mbpp"] if args.mbpp else [])
+    pairs = list(PAIRS) if args.pairs == "all" else [p.strip() for p in args.pairs.split(",") if p.strip()]
+    unknown = [p for p in pairs if p not in PAIRS]
+    if unknown:
+        parser.error(f"unknown pair {unknown[0]!r}: choose from {', '.join(PAIRS)} or all")
     results = []
     with Sandbox(SandboxConfig(backend=args.backend, workers=args.workers)) as sandbox:
         print(f"backend {sandbox.backend}, {sandbox.workers} workers, {os.cpu_count()} CPUs, mutants {args.mutants}")
