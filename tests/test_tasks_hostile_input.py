@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo_code.cli import app
-from grpo_code.tasks import rl_sets
+from grpo_code.tasks import packed as packed_tests
 from grpo_code.tasks.records import MAX_INT_DIGITS, parse_json
 
 runner = CliRunner()
@@ -153,7 +153,7 @@ def test_a_packed_private_test_over_the_cap_is_refused_before_it_is_all_unpacked
                                                                               monkeypatch) -> None:
     big = json.dumps([{"input": "1\n" * (4 << 20), "output": "1", "testtype": "stdin"}])
     packed = base64.b64encode(zlib.compress(pickle.dumps(big), 9)).decode()
-    monkeypatch.setattr(rl_sets, "MAX_UNPACKED", 1 << 20)
+    monkeypatch.setattr(packed_tests, "MAX_UNPACKED", 1 << 20)
     src = tmp_path / "lcb.jsonl"
     src.write_text(json.dumps(lcb(private_test_cases=packed)) + "\n")
     one_line_error(convert(tmp_path, "livecodebench", src), "unpacks to more than 1 MiB")
@@ -197,3 +197,27 @@ def test_deepcoder_reads_each_shape_of_solutions(solutions, reference) -> None:
     [task] = deepcoder([{"id": 1, "problem": "p", "solutions": solutions,
                          "tests": json.dumps({"functional": LEETCODE_CHECK})}])
     assert task.get("reference") == reference
+
+
+def test_packed_tests_stream_a_test_at_a_time(monkeypatch) -> None:
+    """The packed text is parsed as it unpacks: the same tests as a whole parse, whatever the
+    chunk size; one test over the per-test cap, a cut list or extra data are the record's."""
+    from grpo_code.errors import SuiteError
+
+    cases = [{"input": f"{i}\n" * 1000, "output": str(i), "testtype": "stdin"} for i in range(50)]
+
+    def pack(value: object) -> str:
+        return base64.b64encode(zlib.compress(pickle.dumps(value))).decode()
+
+    monkeypatch.setattr(packed_tests, "CHUNK", 4096)
+    assert packed_tests.unpack(pack(json.dumps(cases)), "w") == cases
+    assert packed_tests.unpack(pack(json.dumps({"a": [1, 2]})), "w") == {"a": [1, 2]}
+    assert packed_tests.unpack(pack(cases), "w") == cases  # a pickled list, through the restricted unpickler
+    monkeypatch.setattr(packed_tests, "MAX_TEST_MB", 0)
+    with pytest.raises(SuiteError, match="a test over 0 MiB"):
+        packed_tests.unpack(pack(json.dumps(cases)), "w")
+    monkeypatch.setattr(packed_tests, "MAX_TEST_MB", 64)
+    for bad, reason in ((json.dumps(cases)[:-1], "cut short"), (json.dumps(cases) + "[]", "extra data"),
+                        (json.dumps(cases).replace("}, {", "} {", 1), "comma")):
+        with pytest.raises(SuiteError, match=reason):
+            packed_tests.unpack(pack(bad), "w")

@@ -20,13 +20,13 @@ from typer.testing import CliRunner
 from grpo_code.cli import app
 from grpo_code.errors import SuiteError
 from grpo_code.tasks import adapters
+from grpo_code.tasks.packed import restricted_unpickle
 from grpo_code.tasks.records import UnreadableRecordsError, detect_format
 from grpo_code.tasks.rl_sets import (
     JUDGE_PRELUDE,
     deepcoder,
     livecodebench,
     primeintellect,
-    restricted_unpickle,
     taco,
 )
 

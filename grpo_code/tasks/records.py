@@ -128,6 +128,12 @@ def parse_json(text: str | bytes) -> Any:
     (read in bounded time, never with the digit limit lifted); a too-large integer is a
     :class:`JsonTooLarge`, nesting deeper than the parser's stack a ``RecursionError``:
     callers turn both into a one-line error or an unreadable record."""
+    return json.loads(text, cls=json_decoder())
+
+
+def json_decoder() -> type[json.JSONDecoder]:
+    """A ``json.JSONDecoder`` class whose integers are read as :func:`parse_json` reads them
+    (its own budget of big digits; for one field, or one stream of values)."""
     budget = [MAX_BIG_DIGITS]
     powers: dict[int, int] = {}
 
@@ -142,7 +148,11 @@ def parse_json(text: str | bytes) -> Any:
         value = _split_int(digits, powers)
         return -value if token.startswith("-") else value
 
-    return json.loads(text, parse_int=big)
+    class Decoder(json.JSONDecoder):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**{**kwargs, "parse_int": big})
+
+    return Decoder
 
 
 def json_problem(exc: BaseException) -> str:
@@ -200,7 +210,7 @@ def convert_each(records: list[Record], source: str, one: Callable[[Record, int,
     return tasks
 
 
-MAX_RECORD_MB = int(os.environ.get("GRPO_CODE_MAX_RECORD_MB", "512"))
+MAX_RECORD_MB = int(os.environ.get("GRPO_CODE_MAX_RECORD_MB", "256"))
 """The longest record (one JSONL line, or a whole JSON file) read, in MiB of text: a
 compressed file is checked while it streams, so a small gzip that unpacks to gigabytes is
 refused at this size, never read whole first."""

@@ -27,12 +27,8 @@ and comparators its tests call (``tree_node``, ``is_same_tree``, ...: ``executor
 from __future__ import annotations
 
 import ast
-import base64
-import io
 import json
-import pickle
 import re
-import zlib
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +36,7 @@ from grpo_code.sandbox.executor import nodes
 from grpo_code.sandbox.values import suite_tree
 from grpo_code.tasks.contests import _apps_record, _json_field, _statement, _unwrap
 from grpo_code.tasks.extract import fenced_blocks
+from grpo_code.tasks.packed import unpack
 from grpo_code.tasks.records import (
     STDIN_INSTRUCTION,
     UNREADABLE_JSON,
@@ -89,66 +86,6 @@ numbers (``1.0`` is ``1.00``; ``Decimal``, not floats, so no tolerance)."""
 
 LCB_TIMEOUT_S = 6
 """LiveCodeBench's per-test time limit."""
-MAX_UNPACKED = 1 << 30
-"""The most bytes a compressed test blob may unpack to."""
-
-
-# --------------------------------------------------------------------------- pickles
-
-
-class _DataOnly(pickle.Unpickler):
-    """Builds what a pickle holds without ever looking up a class or function: GLOBAL,
-    STACK_GLOBAL, INST, OBJ, REDUCE and the extension registry all go through
-    ``find_class``, refused here; persistent ids are refused by the base class."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"names {module}.{name}; only strings, numbers, lists and dicts are read")
-
-
-def _plain(value: Any, depth: int = 0) -> bool:
-    if depth > 100:
-        return False
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return True
-    if isinstance(value, list):
-        return all(_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
-def restricted_unpickle(data: bytes) -> Any:
-    """The value of a pickle that holds plain data only; anything else (a class, a function,
-    a tuple, bytes) is a :class:`pickle.UnpicklingError`. Dataset bytes are never given to
-    :func:`pickle.loads`."""
-    try:
-        value = _DataOnly(io.BytesIO(data)).load()
-    except pickle.UnpicklingError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a malformed pickle: whatever the unpickler raised
-        raise pickle.UnpicklingError(f"malformed ({type(exc).__name__})") from None
-    if not _plain(value):
-        raise pickle.UnpicklingError(f"holds a {type(value).__name__} that is not plain data")
-    return value
-
-
-def _unpack(text: str, where: str) -> Any:
-    """base64 of zlib of a pickle (LiveCodeBench's private tests), read as data only."""
-    try:
-        packed = base64.b64decode(text.encode("ascii"), validate=True)
-        unzip = zlib.decompressobj()
-        raw = unzip.decompress(packed, MAX_UNPACKED)
-        if unzip.unconsumed_tail:
-            raise RecordError(where, f"unpacks to more than {MAX_UNPACKED >> 20} MiB")
-    except (ValueError, zlib.error, UnicodeEncodeError) as exc:
-        raise RecordError(where, f"neither JSON nor base64 of zlib data ({exc})") from None
-    try:
-        value = restricted_unpickle(raw)
-    except pickle.UnpicklingError as exc:
-        raise RecordError(where, f"a pickle that is not plain data: {exc}", "remove the record") from None
-    return _json_field(value, where)
-
-
 # --------------------------------------------------------------------------- livecodebench
 
 
@@ -157,7 +94,7 @@ def _lcb_cases(value: Any, where: str) -> list[Record]:
         try:
             value = parse_json(value)
         except json.JSONDecodeError:
-            value = _unpack(value, where)
+            value = unpack(value, where)
         except UNREADABLE_JSON as exc:
             raise RecordError(where, json_problem(exc)) from None
     if not isinstance(value, list):

@@ -338,6 +338,8 @@ def write_suite(suite: Suite, dest: Path, extra_meta: dict[str, Any] | None = No
     tmp = dest / "tasks.jsonl.partial"
     with tmp.open("w") as fh:
         for task in suite.tasks:
-            fh.write(json.dumps(task.to_dict(), ensure_ascii=False) + "\n")
+            # Streamed: a task of a gigabyte of tests is never held as one more string.
+            json.dump(task.to_dict(), fh, ensure_ascii=False)
+            fh.write("\n")
     tmp.rename(dest / "tasks.jsonl")
     return dest
