@@ -259,12 +259,7 @@ def _text_records(fh: Any, src: str) -> list[Record]:
         if fh.read(1):
             raise SuiteError(f"{src}: a JSON file over {MAX_RECORD_MB} MiB",
                              "write it as JSONL (one record per line), or raise GRPO_CODE_MAX_RECORD_MB")
-        try:
-            data = parse_json(text)
-        except json.JSONDecodeError as exc:
-            raise SuiteError(f"{src}: not valid JSON ({exc.msg} at line {exc.lineno})", "check the file") from None
-        except UNREADABLE_JSON as exc:
-            raise SuiteError(f"{src}: {json_problem(exc)}", "check the file") from None
+        data = _json_or_error(text, src, "check the file", "check the file")
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise SuiteError(f"{src}: expected a list of objects", "check the file")
         return data
@@ -284,15 +279,21 @@ def _text_records(fh: Any, src: str) -> list[Record]:
             return records
         if not line.strip():
             continue
-        try:
-            record = parse_json(line)
-        except json.JSONDecodeError as exc:
-            raise SuiteError(f"{src}:{lineno}: not valid JSON ({exc.msg})", "one JSON object per line") from None
-        except UNREADABLE_JSON as exc:
-            raise SuiteError(f"{src}:{lineno}: {json_problem(exc)}", "remove the record") from None
+        record = _json_or_error(line, f"{src}:{lineno}", "one JSON object per line", "remove the record")
         if not isinstance(record, dict):
             raise SuiteError(f"{src}:{lineno}: expected a JSON object", "one JSON object per line")
         records.append(record)
+
+
+def _json_or_error(text: str, where: str, invalid_hint: str, unreadable_hint: str) -> Any:
+    """The value of a file's (or a line's) JSON text, or a one-line error naming ``where``."""
+    try:
+        return parse_json(text)
+    except json.JSONDecodeError as exc:
+        at = f" at line {exc.lineno}" if exc.lineno > 1 else ""
+        raise SuiteError(f"{where}: not valid JSON ({exc.msg}{at})", invalid_hint) from None
+    except UNREADABLE_JSON as exc:
+        raise SuiteError(f"{where}: {json_problem(exc)}", unreadable_hint) from None
 
 
 def _parquet_records(path: Path, src: str) -> list[Record]:
