@@ -68,6 +68,12 @@ FORGES = {
         "import builtins\ndef max(xs):\n    return builtins.max(xs)\n",
         "def max(*args):\n    if len(args) == 2 and all(isinstance(a, float) for a in args):\n        return 1e300\n"
         "    return 0.0\n"),
+    # a star import never replaces what runs the test (an exception class named like the runner)
+    "star import of the runner's name": (
+        "from solution import *\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+        "def add(a, b):\n    return a + b\n",
+        "def add(a, b):\n    return 0\n\nclass _run_test(Exception):\n    pass\n\nclass __run_test__(Exception):\n"
+        "    pass\n\nclass pytest(Exception):\n    pass\n\nclass _from_solution(Exception):\n    pass\n"),
     # a program function posing as the test module's fixture is never taken for it
     "fixture hijack": (
         "import pytest\nfrom solution import my_sort\n\n@pytest.fixture\ndef data():\n    return [3, 1, 2]\n\n"

@@ -291,7 +291,7 @@ KODCODE = {"question_id": "Prefill_1", "subset": "Prefill", "style": "instruct",
 def test_kodcode_collects_each_test_function_and_runs_it_without_pytest(tmp_path: Path) -> None:
     (task,) = adapters.ADAPTERS["kodcode"]([KODCODE])
     assert [t["code"].rsplit("\n", 2)[-2] for t in task["tests"]] == [
-        "_run_test(test_divides)", "_run_test(test_by_zero)", "_run_test(test_table)"]
+        "__run_test__(test_divides)", "__run_test__(test_by_zero)", "__run_test__(test_table)"]
     assert "from solution import" not in task["tests"][0]["code"] and "import pytest" not in task["tests"][0]["code"]
     assert task["entry_point"] == "safe_div" and "def safe_div(a, b):" in task["prompt"]
     assert detect_format([KODCODE]) == "kodcode"

@@ -38,7 +38,7 @@ PYTEST_HELPERS = (
     "    builtins.exec(builtins.compile(source, '<pytest shims>', 'exec'), shims)\n"
     "    return shims['pytest'], shims['_run_test'], shims['_from_solution']\n"
     "\n"
-    f"pytest, _run_test, _from_solution = _pytest_shims({SHIMS!r})\n"
+    f"pytest, __run_test__, __from_solution__ = _pytest_shims({SHIMS!r})\n"
     "del _pytest_shims\n"
 )
 """What the tests take from pytest (``pytest_shims.py``), run by the judge before each test
@@ -62,10 +62,10 @@ def _collect(module: str, where: str, declared: tuple[str, ...] = ()) -> list[Re
             drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
             indent = line[:node.col_offset]
             if any(a.name == "*" for a in node.names):
-                replaced[node.lineno] = f"{indent}_from_solution(globals(), None, {tuple(declared)!r})"
+                replaced[node.lineno] = f"{indent}__from_solution__(globals(), None, {tuple(declared)!r})"
             else:
                 bound = {a.asname or a.name: a.name for a in node.names}
-                replaced[node.lineno] = f"{indent}_from_solution(globals(), {bound!r})"
+                replaced[node.lineno] = f"{indent}__from_solution__(globals(), {bound!r})"
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "solution" and node.level == 0:
             continue
@@ -100,7 +100,9 @@ def _collect(module: str, where: str, declared: tuple[str, ...] = ()) -> list[Re
             raise RecordError(where, f"{owner} takes fixtures ({', '.join(missing)})",
                               f"only the module's own fixtures and {', '.join(GIVEN_FIXTURES)} are given without pytest")
     body = "\n".join(replaced.get(i, "") if i in drop else line for i, line in enumerate(lines, 1)).rstrip() + "\n"
-    return [{"kind": "script", "code": f"{body}\n_run_test({name})\n"} for name in names]
+    # The runner's names are dunders: no program name can be one (the judge leaves them out),
+    # so no import from the program replaces what runs the test.
+    return [{"kind": "script", "code": f"{body}\n__run_test__({name})\n"} for name in names]
 
 
 def _end_col(line: str, node: ast.AST) -> int:

@@ -150,12 +150,12 @@ def _from_solution(into, names, declared=()):
     are bound as the judge's classes for them, so ``except`` and ``raises`` take them."""
     program = into["__program__"]
     exceptions = into["__exception_classes__"]()
-    if names is None:
+    if names is None:  # as ``import *``: public names only, and never one the test or its helpers bound
         for name in declared:
-            if name in program:
+            if name in program and not name.startswith("_"):
                 into[name] = program[name]
         for name, cls in exceptions.items():
-            if name in into and (not hasattr(__builtins__, name) or name in declared):
+            if not name.startswith("_") and name in program and into.get(name) is program[name]:
                 into[name] = cls
         return
     for alias, name in names.items():
