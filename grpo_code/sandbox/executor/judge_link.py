@@ -9,8 +9,6 @@ calls it back through the channel, where :meth:`Link.callback` runs it. Standard
 
 from __future__ import annotations
 
-import builtins
-
 from . import codec, nodes, protocol, raised
 
 _type = type
@@ -78,7 +76,7 @@ class Link:
         except (ProgramGone, ProtocolViolation):
             raise
         except BaseException as exc:
-            reply = {"raise": {"type": _builtin_name(exc), "message": _exception_line(exc).strip()[:2000]}}
+            reply = {"raise": {"type": raised.builtin_base(_type(exc)), "message": _exception_line(exc).strip()[:2000]}}
         self.send(reply)
 
     def next_item(self, ref):
@@ -276,14 +274,6 @@ def _encode(value, link: Link):
         return codec.to_tree(value, _Refs(link))
     except codec.CodecError as exc:
         raise Unsendable(str(exc)) from None
-
-
-def _builtin_name(exc: BaseException) -> str:
-    """The nearest builtin class of an exception, by name (what the program raises in its place)."""
-    for k in _type(exc).__mro__:
-        if getattr(builtins, k.__name__, None) is k:
-            return k.__name__
-    return "Exception"
 
 
 def _exception_line(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ import sys
 import traceback
 
 from . import codec, nodes, protocol
+from .raised import builtin_base
 
 _type = type
 _ModuleType = type(builtins)
@@ -68,7 +69,7 @@ def _exception(exc: BaseException, handles: codec.HandleTable | None = None) -> 
         message = str(exc)[:2000]
     except BaseException:
         message = "(the exception could not be shown)"
-    report = {"type": _builtin_base(t), "name": str(t.__qualname__)[:200], "message": message,
+    report = {"type": builtin_base(t), "name": str(t.__qualname__)[:200], "message": message,
               "tb": tail(), "mro": _own_classes(t)}
     if handles is not None:  # the exception object itself, for attributes the test reads (excinfo.value.code)
         report["object"] = handles.add(exc)
@@ -91,20 +92,6 @@ def _own_classes(t: type) -> list:
     return out
 
 
-def _builtin_base(t: type) -> str:
-    """The nearest builtin exception class of ``t`` (a program's ``class Invalid(ValueError)``
-    is a ``ValueError`` to the test's ``except``), ``Exception`` when none can be told."""
-    try:
-        for k in t.__mro__:
-            # By identity: a program's class that calls itself builtins.ValueError is not one.
-            name = type.__getattribute__(k, "__name__")
-            if _type(name) is str and getattr(builtins, name, None) is k and issubclass(k, BaseException):
-                return name
-    except BaseException:
-        pass
-    return "Exception"
-
-
 def _exception_classes(namespace: dict) -> dict:
     """The program's exception classes by the module-level names bound to them: the names of
     the program's classes each derives from, and its nearest builtin."""
@@ -112,7 +99,7 @@ def _exception_classes(namespace: dict) -> dict:
     for name, value in list(namespace.items()):
         if (isinstance(value, type) and issubclass(value, BaseException) and not name.startswith("__")
                 and getattr(builtins, _type.__getattribute__(value, "__name__"), None) is not value):
-            out[name] = [_own_classes(value), _builtin_base(value)]
+            out[name] = [_own_classes(value), builtin_base(value)]
     return out
 
 

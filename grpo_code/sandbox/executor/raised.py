@@ -146,3 +146,17 @@ def raised_class(base: type) -> type:
             cls = raised_class(Exception)
         RAISED_TYPES[base] = cls
     return cls
+
+
+def builtin_base(t: type) -> str:
+    """The nearest builtin exception class of ``t`` (a program's ``class Invalid(ValueError)``
+    is a ``ValueError`` to the test's ``except``), ``Exception`` when none can be told."""
+    try:
+        for k in t.__mro__:
+            # By identity: a program's class that calls itself builtins.ValueError is not one.
+            name = type.__getattribute__(k, "__name__")
+            if _type(name) is str and getattr(builtins, name, None) is k and issubclass(k, BaseException):
+                return name
+    except BaseException:
+        pass
+    return "Exception"
