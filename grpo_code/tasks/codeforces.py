@@ -99,9 +99,9 @@ def _shard_rows(shard: Path, ids: set[str], found: dict[str, list[tuple[int, str
     """The rows of ``ids``' problems in one shard, into ``found``. The problem ids are read
     first (whether or not the shard has statistics); then only the row groups that hold one
     of them, a row at a time, and a row of another problem is never turned into Python
-    strings. Parquet decodes a column a row group at a time, so a row group that mixes a
-    wanted problem with a huge test of another costs about three times that test
-    (docs/tasks.md, Codeforces)."""
+    strings. Parquet decodes a column a row group at a time, so a row group that holds a
+    wanted problem costs about four times its largest test while it is read (docs/tasks.md,
+    Hostile and oversized input)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_code.tasks.records import Record, RecordError, convert_each, first_key
+from grpo_code.tasks.schema import char_column
 
 SHIMS = (Path(__file__).with_name("pytest_shims.py")).read_text()
 PYTEST_HELPERS = (
@@ -109,7 +110,7 @@ def _end_col(line: str, node: ast.AST) -> int:
     """A node's end column as a character index (the parser counts UTF-8 bytes)."""
     if node.end_lineno != node.lineno:
         return len(line)
-    return len(line.encode()[:node.end_col_offset].decode(errors="ignore"))
+    return char_column(line, node.end_col_offset)
 
 
 GIVEN_FIXTURES = ("capsys", "capfd")

@@ -154,6 +154,11 @@ class Task:
 _SOURCE_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
+def char_column(line: str, col_offset: int) -> int:
+    """A parser column (``ast``'s ``col_offset``, counted in UTF-8 bytes) as an index into ``line``."""
+    return len(line.encode()[:col_offset].decode(errors="ignore"))
+
+
 def with_prelude(prelude: str, program: str) -> str:
     """``program`` with ``prelude`` as its first line, or, when it has ``from __future__``
     imports (which must come first), right after the last of them on its own line (``from
@@ -176,7 +181,7 @@ def with_prelude(prelude: str, program: str) -> str:
     lines = _SOURCE_LINES.findall(program)
     row = (last.end_lineno or last.lineno) - 1
     line = lines[row]
-    col = len(line.encode()[:last.end_col_offset or 0].decode(errors="ignore"))
+    col = char_column(line, last.end_col_offset or 0)
     lines[row] = f"{line[:col]}; {prelude}{line[col:]}"
     return "".join(lines)
 
