@@ -309,6 +309,33 @@ class FakeSandbox:
             fut.set_result(self.judge(job.program))
 
 
+def test_a_run_is_stored_before_anyone_waiting_on_it_wakes(tmp_path: Path):
+    """A caller that returns on the last verdict and opens the store again (the next audit, a
+    rerun) finds every verdict there: the store is written before the waiters wake."""
+    import threading
+
+    from grpo_code.verify.runs import Runs
+
+    sb = FakeSandbox(lambda program: result(P))
+    runs = Runs(sb, RewardCache(10, tmp_path / "r.sqlite"))
+    future, source, key = runs.run(JOB)
+    seen: list[object] = []
+    waiter = threading.Thread(target=lambda: (future.result(), seen.append(runs.cache.get(key))))
+    waiter.start()
+    slow_put = runs.cache.put
+
+    def put(k, r):  # the waiter would run past a put that came after the wake-up
+        threading.Event().wait(0.2)
+        return slow_put(k, r)
+
+    runs.cache.put = put
+    sb.finish()
+    waiter.join(5)
+    assert source == "executed" and seen and seen[0] == result(P)
+    again = Runs(sb, RewardCache(10, tmp_path / "r.sqlite"))
+    assert again.run(JOB)[1] == "cache"
+
+
 class Scorer:
     """The verifier, the trainer's early jobs and the reward rule, combined as the reward
     function and the trainer combine them."""

@@ -71,22 +71,29 @@ class Runs:
         return key
 
     def _launch(self, key: str, job: Job) -> Future[Result]:
-        future = self.sandbox.submit(job)
+        # Waiters get the result only after it is stored: a caller that finishes on the last
+        # verdict and opens a new store (a rerun, the next audit) finds every verdict there.
+        shared: Future[Result] = Future()
+        shared.set_running_or_notify_cancel()
         with self._lock:
-            self._inflight[key] = future
-        future.add_done_callback(lambda f, k=key: self._finished(k, f))
-        return future
+            self._inflight[key] = shared
+        self.sandbox.submit(job).add_done_callback(lambda f, k=key: self._finished(k, f, shared))
+        return shared
 
-    def _finished(self, key: str, future: Future[Result]) -> None:
+    def _finished(self, key: str, future: Future[Result], shared: Future[Result]) -> None:
         try:
-            result = future.result()
-        except BaseException:  # cancelled or crashed: nothing to store (the waiter sees why)
-            result = None
+            result, error = future.result(), None
+        except BaseException as exc:  # cancelled or crashed: nothing to store (the waiter sees why)
+            result, error = None, exc
         with self._lock:
-            if self._inflight.get(key) is future:
-                if result is not None and self.cache is not None:
-                    self.cache.put(key, result)  # refuses infra errors
+            if result is not None and self.cache is not None:
+                self.cache.put(key, result)  # refuses infra errors
+            if self._inflight.get(key) is shared:
                 del self._inflight[key]
+        if error is not None:
+            shared.set_exception(error)
+        else:
+            shared.set_result(result)
 
     def count(self, source: str) -> None:
         with self._lock:
