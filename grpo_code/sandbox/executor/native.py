@@ -81,7 +81,7 @@ def _exec_child(limits: dict, launch, stdio: tuple, payload_fd, cpu_s=None, extr
 
 
 def _fork_exec(limits: dict, launch, stdin_fd: int, payload_fd, timeout: float, caps: tuple[int, int],
-               cpu_s=None) -> tuple[spawn.Watched, dict, dict]:
+               cpu_s=None, group: bool = False) -> tuple[spawn.Watched, dict, dict]:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -95,7 +95,7 @@ def _fork_exec(limits: dict, launch, stdin_fd: int, payload_fd, timeout: float, 
         os.close(fd)
     proc = spawn.Watched(pid)
     seen = spawn.watch(proc, None, {out_r: caps[0], err_r: caps[1], rep_r: REPORT_LIMIT}, timeout, start,
-                       spare=_SPARE)
+                       spare=_SPARE, group=group)
     names = {"stdout": out_r, "stderr": err_r, "report": rep_r}
     return proc, seen, names
 
@@ -123,7 +123,8 @@ def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> 
     compiler = shutil.which(argv[0]) or argv[0]
     launch = Launch(argv, compiler, b"", memory)
     cpu = int(math.ceil(timeout)) + 1
-    proc, seen, fd = _fork_exec(limits, launch, os.open(os.devnull, os.O_RDONLY), None, timeout, (16384, 65536), cpu)
+    proc, seen, fd = _fork_exec(limits, launch, os.open(os.devnull, os.O_RDONLY), None, timeout, (16384, 65536), cpu,
+                                group=True)
     status = proc.status
     signum = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
     code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None

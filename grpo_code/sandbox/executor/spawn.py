@@ -138,21 +138,66 @@ class CpuClock:
         return max(sum(_cpu_s(p) - self.pid_base.get(p, 0.0) for p in pids), self.container())
 
 
-class Deadline:
-    """When to stop a test, from CPU time and time not spent waiting for a CPU."""
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (a scan of ``/proc``)."""
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                if int(f.read().rsplit(b")", 1)[1].split()[2]) == pgid:
+                    members.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return members
 
-    def __init__(self, timeout_s: float, start: float, pids: list[int]):
+
+GROUP_TICK = 0.05
+"""Seconds between looks at a followed process group (a member's wait for a CPU in the last
+tick before it ends is not seen)."""
+
+
+class Deadline:
+    """When to stop a test, from CPU time and time not spent waiting for a CPU.
+
+    With ``group`` (a process group's id), the waits of every process of the group count,
+    the ones that have ended included: a compiler's driver sleeps while the compiler proper
+    (its child) waits for a CPU, and that wait is the load's, not the build's."""
+
+    def __init__(self, timeout_s: float, start: float, pids: list[int], group: int | None = None):
         self.timeout = timeout_s
         self.start = start
-        self.next_check = start + timeout_s
+        self.next_check = start + (min(timeout_s, GROUP_TICK) if group is not None else timeout_s)
         self.backstop = start + WALL_BACKSTOP * timeout_s
         self.cpu = CpuClock(pids)
         self.delay_base = {p: _run_delays(p) or {} for p in pids}
+        self.group = group
+        self.group_waits: dict[int, float] = {}
+
+    def _group_used(self, now: float, pids: list[int]) -> tuple[float, float]:
+        """(CPU, running plus sleeping time) of the group's processes."""
+        members = [p for p in group_members(self.group) if p not in pids]
+        for pid in [*pids, *members]:
+            base = self.delay_base.get(pid, {})
+            delays = _run_delays(pid)
+            if delays:
+                self.group_waits[pid] = max(d - base.get(tid, 0.0) for tid, d in delays.items())
+        cpu = self.cpu.used([*pids, *members])
+        return cpu, (now - self.start) - sum(self.group_waits.values())
 
     def check(self, now: float, pids: list[int]) -> str | None:
         """None if the test may go on (``next_check`` moved), else why it must stop."""
         if now >= self.backstop:
             return "backstop"
+        if self.group is not None:
+            cpu, used = self._group_used(now, pids)
+            if cpu >= self.timeout:
+                return "cpu"
+            if used >= self.timeout:
+                return "time"
+            self.next_check = min(self.backstop, now + GROUP_TICK)
+            return None
         cpu = self.cpu.used(pids)
         if cpu >= self.timeout:
             return "cpu"
@@ -220,14 +265,15 @@ class Watched:
 
 
 def watch(main: Watched, judge: Watched | None, pipes: dict[int, int], timeout_s: float, start: float,
-          spare: tuple[int, ...] = (), report_fd: int | None = None) -> dict:
+          spare: tuple[int, ...] = (), report_fd: int | None = None, group: bool = False) -> dict:
     """Follow a test until it ends or runs out of time: until the judge's report line on
     ``report_fd`` (or the judge's death) for a judged test, else the main process's exit.
     Read ``pipes`` (fd -> byte cap) meanwhile; then kill and reap the test's processes and
-    every descendant but ``spare`` (the judge outlives a test it finished). Returns what
-    :mod:`verdict` needs."""
+    every descendant but ``spare`` (the judge outlives a test it finished). With ``group``,
+    the time limit follows every process of ``main``'s process group (a build, see
+    :class:`Deadline`). Returns what :mod:`verdict` needs."""
     pids = [p.pid for p in (main, judge) if p is not None]
-    deadline = Deadline(timeout_s, start, pids)
+    deadline = Deadline(timeout_s, start, pids, main.pid if group else None)
     decisive = judge if judge is not None else main
     report = bytearray()
     bufs = {fd: bytearray() for fd in pipes}
