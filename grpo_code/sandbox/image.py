@@ -34,7 +34,9 @@ from grpo_code.sandbox.languages import FACTS
 from grpo_code.sandbox.local_backend import EXECUTOR
 
 RUNTIME_DIR = EXECUTOR.parent
-RUNTIME = sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file() and p.suffix in (".py", ".js", ".hpp"))
+HARNESS_SUFFIXES = (".py", ".js", ".hpp", ".go", ".rs", ".java")
+"""The executor package's files: Python and each language's harness sources."""
+RUNTIME = sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file() and p.suffix in HARNESS_SUFFIXES)
 """What every image gets as /opt/grpo-code/executor (the package, its runners and harnesses)."""
 DEFAULT_BASE = {"python": "python:3.12-slim"}
 """Registry base images; other languages need python3 and their toolchain in one image,
@@ -70,7 +72,11 @@ def default_image(config: SandboxConfig, language: str = "python") -> str:
 
 
 def dockerfile(lang: str) -> Path:
-    """``sandboxes/<lang>/Dockerfile``, from the wheel or the checkout (grpo_code/resources.py)."""
+    """``sandboxes/<lang>/Dockerfile``, from the wheel or the checkout (grpo_code/resources.py);
+    a language judged by its own toolchain without one uses ``sandboxes/toolchain/``."""
+    own = resources.bundled_dir("sandboxes") / lang / "Dockerfile"
+    if not own.is_file() and lang in FACTS:
+        return resources.sandbox_dir("toolchain") / "Dockerfile"
     return resources.sandbox_dir(lang) / "Dockerfile"
 
 
@@ -266,7 +272,7 @@ def build(
         engine.build_image(
             ctx,
             tag,
-            buildargs={"BASE_IMAGE": base_image},
+            buildargs={"BASE_IMAGE": base_image, "LANGUAGE": lang},
             labels={HASH_LABEL: digest, EXECUTOR_LABEL: executor_hash()},
         )
     new_id = engine.image_id(tag)

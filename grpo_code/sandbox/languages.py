@@ -71,6 +71,26 @@ FACTS: dict[str, Language] = {
         code_start=r"^(#include|using |template\s*<|namespace |struct |class |(?:static |inline )*(?:const )?"
                    r"(?:int|long|bool|void|double|float|char|auto|unsigned|size_t|std::|string|vector)\b)",
         last_function=r"\b([A-Za-z_]\w*)\s*\([^;{}()]*\)\s*(?:const\s*)?\{"),
+    "go": Language(
+        display="Go", fence="go", fence_tags=("go", "golang"), aliases=("golang", "go_test"),
+        bootstrap_packages=("python3", "golang-go", "golang-github-stretchr-testify-dev"), compiled=True,
+        code_start=r"^(package |import |func |type |var |const )",
+        last_function=r"^func\s+([A-Za-z_]\w*)\s*\("),
+    "rust": Language(
+        display="Rust", fence="rust", fence_tags=("rust", "rs"), aliases=("rs",),
+        bootstrap_packages=("python3", "rustc"), compiled=True,
+        code_start=r"^(use |fn |pub |struct |enum |impl |mod |const |static |#\[|#!\[)",
+        last_function=r"\bfn\s+([A-Za-z_]\w*)\s*(?:<[^>]*>)?\s*\("),
+    "typescript": Language(
+        display="TypeScript", fence="typescript", fence_tags=("typescript", "ts"), aliases=("ts", "jest"),
+        bootstrap_packages=("python3", "nodejs", "node-typescript"), compiled=True,
+        code_start=r"^(function[\s*]|async function |const |let |var |class |interface |type |export |import )",
+        last_function=r"(?:function\s+([A-Za-z_$][\w$]*)\s*[<(]|(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=)"),
+    "java": Language(
+        display="Java", fence="java", fence_tags=("java",), aliases=("junit",),
+        bootstrap_packages=("python3", "default-jdk-headless"), compiled=True,
+        code_start=r"^(import |package |class |public |final |abstract |interface |enum |record )",
+        last_function=r"\b(?:public|private|protected|static|\s)+[\w<>\[\],\s]+?\s([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:throws [\w.,\s]+)?\{"),
 }
 
 LANGUAGES = tuple(RUNNERS)

@@ -30,6 +30,11 @@ if __name__ == "__main__":
         from grpo_executor import judge, main, native, pyjob, zygote  # noqa: F401
 
         sys.exit(0)
+    if sys.argv[1:2] == ["--warm"]:  # the image build fills the language's caches (Runner.warm)
+        from grpo_executor.runners import RUNNERS
+
+        RUNNERS[sys.argv[2]].warm()
+        sys.exit(0)
     if sys.argv[1:2] == ["--zygote"]:
         from grpo_executor import zygote  # and nothing else of the executor's: a small process to fork
 

@@ -11,7 +11,6 @@ docs/sandbox.md, threat model).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -21,6 +20,7 @@ import socket
 import time
 
 from . import budget, calls, pyjob, spawn, verdict
+from .base import seal
 from .confine import confine, first_to_go, prepare_seccomp, prepare_writable, writable_only, writable_paths
 from .pychild import EXIT_HARNESS, MIB, REPORT_LIMIT, default_signals, place_fds, set_limits
 
@@ -115,7 +115,7 @@ def set_spare(pids: tuple[int, ...]) -> None:
 def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> int | str:
     """Run a compiler under the compile limits; returns the built file as a sealed memory
     file (so no test can rewrite it for the next one) or the compiler's message."""
-    from .runners import Launch
+    from .base import Launch
 
     limits = job["limits"]
     timeout = float(limits.get("compile_timeout_s", 10.0))
@@ -144,13 +144,7 @@ def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> 
             data = f.read()
     except OSError as exc:
         return f"the compiler wrote no executable ({exc.strerror})"
-    sealed = os.memfd_create(output, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(sealed, view):]
-    fcntl.fcntl(sealed, fcntl.F_ADD_SEALS,
-                fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-    return sealed
+    return seal(data, output)
 
 
 def run_interactive_test(job: dict, test: dict, nonce: str, launch, runner) -> dict:

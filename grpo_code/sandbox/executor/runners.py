@@ -26,83 +26,21 @@ judged in a separate process (``judge.py``). Adding a language is one class here
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
-from collections.abc import Callable
 from typing import Any
 
 from . import cpp_judged, js_judged
+from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal
+from .base import write as _write
+from .go import GoRunner
+from .java import JavaRunner
+from .rust import RustRunner
 
 # No dataclasses here: the executor imports this module into its warm parent, and every
 # module it pulls in (dataclasses brings inspect) makes each fork of a Python test dearer.
-
-HARNESS_DIR = cpp_judged.HARNESS_DIR
-
-# compile(argv, output, memory_mb=None) -> the file ``output`` as a sealed, read-only fd
-# (an executable the executor can exec) or the compiler's message when the build failed.
-CompileFn = Callable[..., "int | str"]
-
-
-class Launch:
-    """One test's process: ``argv`` run from ``executable`` (a path, or a sealed fd).
-
-    ``payload`` is read by the process's harness on fd 4 (empty: fd 4 is not opened);
-    ``memory_mb`` is its RLIMIT_AS; ``aux_fd`` is a sealed read-only file it reads as
-    /proc/self/fd/6 (a runtime snapshot). ``judge``: a judged script test's trusted
-    process (another Launch, its executable one the sandbox's user cannot read), which
-    runs the test and calls this one's functions over a socket (native.run_judged_test)."""
-
-    __slots__ = ("argv", "executable", "payload", "memory_mb", "aux_fd", "judge")
-
-    def __init__(
-        self, argv: list[str], executable: str | int, payload: bytes, memory_mb: int, aux_fd: int | None = None,
-        judge: "Launch | None" = None,
-    ):
-        self.argv = argv
-        self.executable = executable
-        self.payload = payload
-        self.memory_mb = memory_mb
-        self.aux_fd = aux_fd
-        self.judge = judge
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Launch) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
-
-
-class Runner:
-    """Base of the language runners; the methods below are the whole interface."""
-
-    language = ""
-    tools: tuple[str, ...] = ()
-    """Executables the runner needs on PATH (checked before a job runs)."""
-    in_process = False
-    judged_scripts = False
-    """Its script tests run in a judge of their own (attested), not next to the program."""
-
-    def judges(self, helpers: str | None, codes: list[str]) -> bool:
-        """Whether script tests ``codes`` of a job with these ``helpers`` get a judge."""
-        return self.judged_scripts
-
-    def missing_tools(self) -> list[str]:
-        return [tool for tool in self.tools if shutil.which(tool) is None]
-
-    def prepare(self, job: dict, workdir: str, compile: CompileFn) -> Any:
-        """Write files and build once for the whole job; returns the runner's state."""
-        return None
-
-    def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
-        """The process of test ``index``, or the compiler's message if its build failed."""
-        raise NotImplementedError
-
-    def classify(self, signum: int | None, code: int | None, stderr: bytes) -> tuple[str, str] | None:
-        """A verdict for a process that ended without a report, or None for the default."""
-        return None
-
-    def release(self, state: Any) -> None:
-        """Free what ``prepare`` made (sealed executables)."""
 
 
 class PythonRunner(Runner):
@@ -146,13 +84,7 @@ class JavaScriptRunner(Runner):
         process (same uid) cannot ptrace the judge or read its /proc/<pid>/mem."""
         if node not in self._unreadable:
             with open(os.path.realpath(node), "rb") as f:
-                data = f.read()
-            sealed = os.memfd_create("node-judge", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(sealed, view):]
-            fcntl.fcntl(sealed, fcntl.F_ADD_SEALS,
-                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+                sealed = seal(f.read(), "node-judge")
             os.fchmod(sealed, 0o111)
             self._unreadable[node] = sealed
         return self._unreadable[node]
@@ -205,6 +137,43 @@ class JavaScriptRunner(Runner):
         if b"heap out of memory" in stderr or b"Fatal process out of memory" in stderr:
             return "memory", "JavaScript heap out of memory (memory limit reached)"
         return None
+
+
+class TypeScriptRunner(JavaScriptRunner):
+    """TypeScript: one ``tsc`` run per job type-checks the program with its script tests and
+    emits JavaScript (a type error is a ``compile_error``, as MultiPL-E counts it); from then
+    on a test is a JavaScript test of the emitted code (judged script tests, call and io
+    tests as :class:`JavaScriptRunner` runs them). Each script test is compiled inside a
+    namespace of its own, so tests that declare the same names (MultiPL-E's ``test()``) do
+    not clash."""
+
+    language = "typescript"
+    tools = ("node", "tsc")
+    TSC = ("--target", "es2020", "--lib", "es2020,dom", "--noEmitOnError", "--pretty", "false", "--outDir", "ts.out")
+
+    def prepare(self, job: dict, workdir: str, compile: CompileFn) -> Any:
+        sources = {"program.ts": job["program"]}
+        for i, test in enumerate(job["tests"]):
+            if test["kind"] == "script":
+                sources[f"test_{i}.ts"] = f"namespace __grpo_t{i} {{\n{test['code']}\n}}\n"
+        for name, text in sources.items():
+            _write(workdir, name, text)
+        built = compile(["tsc", *self.TSC, *sources], "ts.out/program.js", int(job["limits"]["memory_mb"]) + 1024)
+        if isinstance(built, str):
+            return {"error": built}
+        os.close(built)  # read as written: tsc ran before any code of the job did
+        emitted = {}
+        for name in sources:
+            with open(os.path.join(workdir, "ts.out", name[:-3] + ".js"), encoding="utf-8", errors="surrogateescape") as f:
+                emitted[name] = f.read()
+        tests = [dict(t, code=emitted[f"test_{i}.ts"]) if t["kind"] == "script" else t for i, t in enumerate(job["tests"])]
+        js_job = dict(job, program=emitted["program.ts"], tests=tests, language="javascript")
+        return {"job": js_job, "js": super().prepare(js_job, workdir, compile)}
+
+    def launch(self, job: dict, state: Any, index: int, nonce: str) -> Launch | str:
+        if "error" in state:
+            return state["error"]
+        return super().launch(state["job"], state["js"], index, nonce)
 
 
 JUDGE_ANSWER_LIMIT = 64 * 1024 * 1024
@@ -450,15 +419,12 @@ class CppRunner(Runner):
                     pass
 
 
-def _write(workdir: str, name: str, text: str) -> None:
-    # surrogatepass: a lone surrogate in a program (JSON can carry one) is written as the
-    # bytes it stands for, for the compiler to judge, not an error of the executor's.
-    with open(os.path.join(workdir, name), "w", encoding="utf-8", errors="surrogatepass") as f:
-        f.write(text)
-
-
 RUNNERS: dict[str, Runner] = {
     "python": PythonRunner(),
     "javascript": JavaScriptRunner(),
     "cpp": CppRunner(),
+    "go": GoRunner(),
+    "rust": RustRunner(),
+    "java": JavaRunner(),
+    "typescript": TypeScriptRunner(),
 }
