@@ -91,7 +91,7 @@ if [ "${GRPO_CODE_SKIP_DOCKER:-0}" != 1 ] && .venv/bin/grpo-code sandbox build -
     # typescript: their Debian toolchains, grpo_code/sandbox/languages.py), each from its own
     # Debian rootfs; the rootfs tarballs are cached in ~/.cache/grpo-code/bootstrap. Built in
     # parallel: mmdebstrap mostly waits on the package mirror (~1.5-2.5 min each when cold).
-    langs=(python javascript cpp go rust java typescript)
+    langs=(python javascript cpp go rust java typescript ruby php perl lua bash r racket)
     logs="$(mktemp -d)"
     pids=()
     for lang in "${langs[@]}"; do

@@ -37,7 +37,8 @@ LANGS = ("javascript", "cpp")
 def test_languages_and_their_test_kinds():
     from grpo_code.sandbox.types import LANGUAGES
 
-    assert LANGUAGES == ("python", "javascript", "cpp", "go", "rust", "java", "typescript")
+    assert LANGUAGES == ("python", "javascript", "cpp", "go", "rust", "java", "typescript", "ruby", "php", "perl",
+                         "lua", "bash", "r", "racket")
     Job("function f() { return 1; }", (CallTest("f", (), 1),), "javascript")
     Job("int f() { return 1; }", (ScriptTest("int main() {}"), CallTest("f", (), 1)), "cpp")
     with pytest.raises(SandboxError, match="supported: python, javascript, cpp, go"):

@@ -34,7 +34,7 @@ from grpo_code.sandbox.languages import FACTS
 from grpo_code.sandbox.local_backend import EXECUTOR
 
 RUNTIME_DIR = EXECUTOR.parent
-HARNESS_SUFFIXES = (".py", ".js", ".hpp", ".go", ".rs", ".java")
+HARNESS_SUFFIXES = (".py", ".js", ".hpp", ".go", ".rs", ".java", ".rb", ".php", ".pl", ".lua", ".R", ".rkt", ".sh")
 """The executor package's files: Python and each language's harness sources."""
 RUNTIME = sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file() and p.suffix in HARNESS_SUFFIXES)
 """What every image gets as /opt/grpo-code/executor (the package, its runners and harnesses)."""

@@ -86,6 +86,41 @@ FACTS: dict[str, Language] = {
         bootstrap_packages=("python3", "nodejs", "node-typescript"), compiled=True,
         code_start=r"^(function[\s*]|async function |const |let |var |class |interface |type |export |import )",
         last_function=r"(?:function\s+([A-Za-z_$][\w$]*)\s*[<(]|(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=)"),
+    "ruby": Language(
+        display="Ruby", fence="ruby", fence_tags=("ruby", "rb"), aliases=("rb",),
+        bootstrap_packages=("python3", "ruby", "ruby-test-unit"),
+        code_start=r"^(def |class |module |require |include )",
+        last_function=r"^\s*def\s+(?:self\.)?([A-Za-z_]\w*[?!]?)"),
+    "php": Language(
+        display="PHP", fence="php", fence_tags=("php",), aliases=(),
+        bootstrap_packages=("python3", "php-cli"),
+        code_start=r"^(<\?php|function |class |\$|namespace |use )",
+        last_function=r"\bfunction\s+([A-Za-z_]\w*)\s*\("),
+    "perl": Language(
+        display="Perl", fence="perl", fence_tags=("perl", "pl"), aliases=("pl",),
+        bootstrap_packages=("python3", "perl", "libtest-deep-perl"),
+        code_start=r"^(sub |use |my |package )",
+        last_function=r"^\s*sub\s+([A-Za-z_]\w*)"),
+    "lua": Language(
+        display="Lua", fence="lua", fence_tags=("lua",), aliases=(),
+        bootstrap_packages=("python3", "lua5.4", "lua-unit"),
+        code_start=r"^(local |function |require)",
+        last_function=r"\bfunction\s+([A-Za-z_][\w.:]*)\s*\("),
+    "bash": Language(
+        display="Bash", fence="bash", fence_tags=("bash", "sh", "shell"), aliases=("sh", "shell"),
+        bootstrap_packages=("python3", "bash"), call_tests=False,
+        code_start=r"^(#!|[A-Za-z_]\w*\s*\(\)\s*\{|function |set |declare |local )",
+        last_function=r"^\s*(?:function\s+)?([A-Za-z_]\w*)\s*\(\)"),
+    "r": Language(
+        display="R", fence="r", fence_tags=("r", "R"), aliases=("R",),
+        bootstrap_packages=("python3", "r-base-core", "r-cran-jsonlite"),
+        code_start=r"^([A-Za-z_.][\w.]*\s*<-\s*function|library\(|suppressPackageStartupMessages)",
+        last_function=r"([A-Za-z_.][\w.]*)\s*<-\s*function\s*\("),
+    "racket": Language(
+        display="Racket", fence="racket", fence_tags=("racket", "rkt", "scheme"), aliases=("rkt",),
+        bootstrap_packages=("python3", "racket"),
+        code_start=r"^(#lang |\(define |\(require )",
+        last_function=r"\(define\s+\(([^\s()]+)"),
     "java": Language(
         display="Java", fence="java", fence_tags=("java",), aliases=("junit",),
         bootstrap_packages=("python3", "default-jdk-headless"), compiled=True,

@@ -8,7 +8,7 @@ records its stdout and stderr (docs/sandbox.md, Jobs). Our verdict then maps ont
 SandboxFusion's fields (:func:`response`); what they cannot say is in docs/sandbox.md,
 "Serving".
 
-Request: ``code`` (required), ``language`` (``python``, ``cpp``, ``nodejs``/``javascript``),
+Request: ``code`` (required), ``language`` (any name or alias in ``grpo_code/sandbox/languages.py``: ``python``, ``cpp``, ``nodejs``, ``go``, ``java``, ``rust``, ``typescript``, ``R``...),
 ``stdin``, ``run_timeout`` (seconds of CPU time, our time limit), ``compile_timeout``
 (accepted and checked; compiling has the sandbox's own limit), ``memory_limit_MB`` (-1:
 the sandbox's default), ``files`` and ``fetch_files`` (only empty: programs get no files).
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_code.sandbox.languages import ALIASES
+from grpo_code.sandbox.languages import ALIASES, COMPILED
 from grpo_code.sandbox.types import FieldError, Job, Result, Status, Verdict
 
 LANGUAGES = ALIASES
@@ -118,7 +118,7 @@ def response(request: RunCode, result: Result) -> dict[str, Any]:
                 "compile_result": None, "run_result": None, **base}
     test = result.tests[0]
     seconds = round(test.duration_ms / 1000, 6)
-    compiled = request.language == "cpp"  # as SandboxFusion: interpreted languages have no compile step
+    compiled = request.language in COMPILED  # as SandboxFusion: interpreted languages have no compile step
     if test.verdict is Verdict.COMPILE_ERROR and compiled:
         return {"status": "Failed", "message": "", "run_result": None,
                 "compile_result": _command("Finished", None, 1, "", test.message or test.stderr), **base}

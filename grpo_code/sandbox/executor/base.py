@@ -99,4 +99,5 @@ def seal(data: bytes, name: str) -> int:
     while view:
         view = view[os.write(sealed, view):]
     fcntl.fcntl(sealed, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    os.lseek(sealed, 0, os.SEEK_SET)  # a reader of the inherited descriptor starts at the top
     return sealed

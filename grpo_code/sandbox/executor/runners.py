@@ -32,7 +32,7 @@ import re
 import shutil
 from typing import Any
 
-from . import cpp_judged, js_judged
+from . import cpp_judged, js_judged, scripted
 from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal
 from .base import write as _write
 from .go import GoRunner
@@ -427,4 +427,11 @@ RUNNERS: dict[str, Runner] = {
     "rust": RustRunner(),
     "java": JavaRunner(),
     "typescript": TypeScriptRunner(),
+    "ruby": scripted.RubyRunner(),
+    "php": scripted.PhpRunner(),
+    "perl": scripted.PerlRunner(),
+    "lua": scripted.LuaRunner(),
+    "bash": scripted.BashRunner(),
+    "r": scripted.RRunner(),
+    "racket": scripted.RacketRunner(),
 }

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
-from .base import CompileFn, Launch, Runner, write
+from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal, write
 
 KINDS = ("io", "script", "call")
 
@@ -83,13 +84,17 @@ class Toolchain(Runner):
         sources = {"io": lambda: self.io_files(program), "script": lambda: self.script_files(program, codes),
                    "call": lambda: self.call_files(program, fns)}
         state: dict[str, Any] = {"positions": {}}
+        made: dict[tuple, Built] = {}  # kinds with the same sources share one build
         for kind in KINDS:
             if not any(t["kind"] == kind for t in tests):
                 continue
             files = sources[kind]()
-            for name, text in files.items():
-                write(workdir, name, text)
-            state[kind] = self.build(kind, files, workdir, compile, memory)
+            key = tuple(sorted(files.items()))
+            if key not in made:
+                for name, text in files.items():
+                    write(workdir, name, text)
+                made[key] = self.build(kind, files, workdir, compile, memory)
+            state[kind] = made[key]
         position = 0
         for i, test in enumerate(tests):
             if test["kind"] == "script":
@@ -106,8 +111,12 @@ class Toolchain(Runner):
         argv, executable = self.command(job, test["kind"], built, memory)
         if test["kind"] == "io":
             return Launch(argv, executable, b"", memory, built.aux)
-        payload = nonce.encode() + b"\n" + json.dumps(self.what(job, state, index), allow_nan=True).encode()
+        payload = self.payload(nonce, self.what(job, state, index))
         return Launch(argv, executable, payload, memory, built.aux)
+
+    def payload(self, nonce: str, what: dict[str, Any]) -> bytes:
+        """What the test's process reads on fd 4: the nonce's line, then ``what`` as JSON."""
+        return nonce.encode() + b"\n" + json.dumps(what, allow_nan=True).encode()
 
     def what(self, job: dict, state: Any, index: int) -> dict[str, Any]:
         """The JSON object of test ``index``'s payload."""
@@ -125,14 +134,14 @@ class Toolchain(Runner):
         return None
 
     def release(self, state: Any) -> None:
-        for kind in KINDS:
-            built = state.get(kind)
-            for fd in (built.executable, built.aux) if built is not None else ():
-                if isinstance(fd, int):
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+        fds = {fd for built in (state.get(kind) for kind in KINDS) if built is not None
+               for fd in (built.executable, built.aux)}
+        for fd in fds:
+            if isinstance(fd, int):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
 
 def compiled(result: int | str, aux: bool = False) -> Built:
@@ -146,3 +155,50 @@ def compiled(result: int | str, aux: bool = False) -> Built:
 def env_argv(env: dict[str, str], argv: list[str]) -> list[str]:
     """``argv`` run with ``env`` added (the executor gives builds a fixed environment)."""
     return ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
+
+
+class Interpreted(Toolchain):
+    """A language run by an interpreter: the program is one source file, syntax-checked once
+    per job (``check``: the interpreter's own flag; its message is the ``compile_error``)
+    and sealed; every test runs ``interpreter`` on it, an io test directly, a script or call
+    test through ``harness/<harness>``, which loads the program from /proc/self/fd/6, takes
+    the script test's code (``{"code": ...}``) or the call from the payload, and reports."""
+
+    interpreter: tuple[str, ...] = ()
+    check: tuple[str, ...] = ()
+    """The syntax check's argv before the file's name (empty: none; the harness reports a
+    program that does not load as ``compile_error``)."""
+    harness = ""
+    suffix = ""
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return (self.interpreter[0],)
+
+    def io_files(self, program):
+        return {f"main{self.suffix}": program}
+
+    def script_files(self, program, codes):
+        return self.io_files(program)
+
+    def call_files(self, program, fns):
+        return self.io_files(program)
+
+    def build(self, kind, files, workdir, compile, memory_mb) -> Built:
+        name, text = next(iter(files.items()))
+        if self.check:
+            return compiled(compile([*self.check, name], name, memory_mb), aux=True)
+        return Built(aux=seal(text.encode("utf-8", "surrogatepass"), name))
+
+    def command(self, job, kind, built, memory_mb):
+        interpreter = shutil.which(self.interpreter[0]) or self.interpreter[0]
+        argv = [interpreter, *self.interpreter[1:]]
+        if kind != "io":
+            argv.append(os.path.join(HARNESS_DIR, self.harness))
+        return [*argv, "/proc/self/fd/6"], interpreter
+
+    def what(self, job, state, index):
+        test = job["tests"][index]
+        if test["kind"] == "script":
+            return {"code": test["code"]}
+        return super().what(job, state, index)
