@@ -223,6 +223,59 @@ def convert(
                    "(metadata.needs_checker): give them a checker (docs/tasks.md; codeforces: --testlib PATH)")
 
 
+@command(app, "translate")
+def translate(
+    suite: SuiteArg,
+    dst: Annotated[Path, typer.Argument(help="Suite directory to write (suite.yaml + tasks.jsonl).")],
+    language: Annotated[str, typer.Option(help="The language to translate into (a name or alias of `grpo-code "
+                                                "sandbox doctor`'s languages).")],
+    name: Annotated[str | None, typer.Option(help="Suite name (default: the directory name).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Sandbox backend for the Python references: auto, docker or "
+                                                     "local.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing suite in DST.")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Translate a Python call-test suite into another language, as MultiPL-E translates HumanEval.
+
+    The tests stay the Python suite's call tests, with expected values from its references
+    (run through the sandbox first, cached); each prompt becomes the language's own: a
+    typed stub with the docstring as a comment for code-prefix tasks, the statement naming
+    the language and the signature for instruction tasks. Tasks that cannot be translated
+    (a type without a translation, script tests, Python helpers) are listed with the reason
+    in suite.yaml `skipped:`.
+    """
+    from grpo_code.errors import SuiteError
+    from grpo_code.sandbox import Sandbox
+    from grpo_code.sandbox.languages import ALIASES
+    from grpo_code.tasks import load_suite
+    from grpo_code.tasks.records import Unreadable
+    from grpo_code.tasks.suite import suite_from_records, write_suite
+    from grpo_code.tasks.translate import translate_all
+    from grpo_code.verify import oracle
+
+    target = ALIASES.get(language) or ALIASES.get(language.lower())
+    if target is None:
+        raise SuiteError(f"unknown language {language!r}", "languages: " + ", ".join(sorted(set(ALIASES.values()))))
+    if (dst / "tasks.jsonl").exists() and not force:
+        raise SuiteError(f"{dst} already holds a suite", "pass --force to overwrite or choose another directory")
+    cfg = _config(config, None)
+    source = load_suite(suite, cfg.tasks.paths)
+    with Sandbox(replace(cfg.sandbox, **({"backend": backend} if backend else {}))) as sandbox:
+        resolved = oracle.prepare(source, sandbox, log=typer.echo)
+    done, skipped = translate_all(list(resolved.tasks), target)
+    if not done:
+        reasons = sorted({why for _, why in skipped})
+        raise SuiteError(f"no task of {source.name} translates into {target}", "; ".join(reasons[:3]))
+    index = {t.id: i for i, t in enumerate(source.tasks)}
+    left_out = tuple(Unreadable(index.get(i, -1), i, "(translation)", why) for i, why in skipped)
+    out = suite_from_records(name or dst.name, done, str(dst))
+    out = replace(out, description=f"{source.name} translated into {target} ({len(done)} of "
+                                   f"{len(source.tasks)} tasks)", language=target, mode=source.mode,
+                  limits=source.limits, source=source.source, license=source.license, skipped=left_out)
+    write_suite(out, dst)
+    typer.echo(f"wrote {len(done)} tasks to {dst}; {len(skipped)} not translated (listed in suite.yaml skipped:)")
+
+
 @command(app, "check")
 def check(
     suite: SuiteArg,

@@ -1,0 +1,150 @@
+"""``grpo-code tasks translate`` (grpo_code/tasks/translate.py): a Python call-test suite in
+every language that takes call tests, its tests kept as data. Typed stubs render from the
+hints and the tests' values, untranslatable tasks are skipped with the reason, and on docker
+a hand-written right solution of each translated task passes in every language while a wrong
+one fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import need_image
+from grpo_code.config import SandboxConfig
+from grpo_code.sandbox import Job, Sandbox, Status
+from grpo_code.sandbox.languages import CALL_TESTS
+from grpo_code.tasks.suite import suite_from_records
+from grpo_code.tasks.translate import Untranslatable, signature, stub, translate, translate_all
+
+ADD = 'def add(x: int, y: int) -> int:\n    """Add two numbers x and y\n    >>> add(2, 3)\n    5\n    """\n'
+BELOW = ('from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n'
+         '    """Does the balance, starting at zero, fall below zero?"""\n')
+WORDS = 'def split_words(s):\n    """The words of s, split at whitespace."""\n'
+
+
+def call(fn, args, expected):
+    return {"kind": "call", "fn": fn, "args": args, "expected": expected}
+
+
+RECORDS = [
+    {"id": "t/add", "prompt": ADD, "mode": "complete", "entry_point": "add",
+     "tests": [call("add", [2, 3], 5), call("add", [-7, 7], 0), call("add", [10**12, 1], 10**12 + 1)]},
+    {"id": "t/below", "prompt": BELOW, "mode": "complete", "entry_point": "below_zero",
+     "tests": [call("below_zero", [[]], False), call("below_zero", [[1, 2, -4, 5]], True),
+               call("below_zero", [[1, -1, 2]], False)]},
+    # no type hints: the tests' values say str -> list of str
+    {"id": "t/words", "prompt": WORDS, "mode": "complete", "entry_point": "split_words",
+     "tests": [call("split_words", ["a bc  d"], ["a", "bc", "d"]), call("split_words", [""], []),
+               call("split_words", ["one"], ["one"])]},
+]
+SUITE = suite_from_records("t", RECORDS, "test")
+
+# Bodies completing each stub: add, below_zero, split_words (None: the translation skips it).
+BODIES = {
+    "go": ["\treturn x + y\n}\n",
+           "\tb := 0\n\tfor _, o := range operations {\n\t\tb += o\n\t\tif b < 0 {\n\t\t\treturn true\n\t\t}\n\t}\n"
+           "\treturn false\n}\n",
+           "\tout := []string{}\n\tw := \"\"\n\tfor _, c := range s + \" \" {\n\t\tif c == ' ' {\n\t\t\tif w != \"\" {\n"
+           "\t\t\t\tout = append(out, w)\n\t\t\t}\n\t\t\tw = \"\"\n\t\t} else {\n\t\t\tw += string(c)\n\t\t}\n\t}\n"
+           "\treturn out\n}\n"],
+    "rust": ["    x + y\n}\n",
+             "    let mut b = 0;\n    for o in operations { b += o; if b < 0 { return true; } }\n    false\n}\n",
+             "    s.split_whitespace().map(|w| w.to_string()).collect()\n}\n"],
+    "java": ["        return x + y;\n    }\n}\n",
+             "        long b = 0;\n        for (long o : operations) { b += o; if (b < 0) return true; }\n"
+             "        return false;\n    }\n}\n",
+             "        ArrayList<String> out = new ArrayList<>();\n        for (String w : s.trim().split(\"\\\\s+\")) "
+             "if (!w.isEmpty()) out.add(w);\n        return out;\n    }\n}\n"],
+    "typescript": ["    return x + y;\n}\n",
+                   "    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n",
+                   "    return s.split(/\\s+/).filter((w) => w.length > 0);\n}\n"],
+    "cpp": ["    return x + y;\n}\n",
+            "    long b = 0;\n    for (long o : operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n",
+            "    std::istringstream in(s);\n    std::vector<std::string> out;\n    std::string w;\n"
+            "    while (in >> w) out.push_back(w);\n    return out;\n}\n"],
+    "javascript": ["    return x + y;\n}\n",
+                   "    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n",
+                   "    return s.split(/\\s+/).filter((w) => w.length > 0);\n}\n"],
+    "ruby": ["  x + y\nend\n", "  b = 0\n  operations.each { |o| b += o; return true if b < 0 }\n  false\nend\n",
+             "  s.split\nend\n"],
+    "php": ["    return $x + $y;\n}\n",
+            "    $b = 0;\n    foreach ($operations as $o) { $b += $o; if ($b < 0) return true; }\n    return false;\n}\n",
+            "    return preg_split('/\\s+/', trim($s), -1, PREG_SPLIT_NO_EMPTY);\n}\n"],
+    "perl": ["    return $x + $y;\n}\n", None, "    return [split ' ', $s];\n}\n"],
+    "lua": ["    return x + y\nend\n",
+            "    local b = 0\n    for _, o in ipairs(operations) do b = b + o if b < 0 then return true end end\n"
+            "    return false\nend\n",
+            "    local out = {}\n    for w in s:gmatch('%S+') do out[#out + 1] = w end\n    return out\nend\n"],
+    "r": ["    x + y\n}\n", "    length(operations) > 0 && any(cumsum(unlist(operations)) < 0)\n}\n", None],
+    "racket": ["  (+ x y))\n", "  (let loop ([b 0] [ops operations])\n    (cond [(null? ops) #f]\n"
+               "          [(< (+ b (car ops)) 0) #t]\n          [else (loop (+ b (car ops)) (cdr ops))])))\n",
+               "  (string-split s))\n"],
+}
+WRONG_ADD = {"go": "\treturn x - y\n}\n", "rust": "    x - y\n}\n", "java": "        return x - y;\n    }\n}\n",
+             "ruby": "  x - y\nend\n", "lua": "    return x - y\nend\n", "racket": "  (- x y))\n", "r": "    x - y\n}\n",
+             "perl": "    return $x - $y;\n}\n", "php": "    return $x - $y;\n}\n"}
+
+
+def test_typed_stubs_follow_the_hints_and_the_docstring_becomes_a_comment() -> None:
+    sig = signature(BELOW, "below_zero")
+    assert stub("go", sig).endswith("func below_zero(operations []int) bool {\n")
+    assert "// Does the balance" in stub("go", sig)
+    assert stub("rust", sig).endswith("fn below_zero(operations: Vec<i64>) -> bool {\n")
+    assert "public static boolean below_zero(ArrayList<Long> operations) {" in stub("java", sig)
+    assert stub("typescript", sig).endswith("function below_zero(operations: number[]): boolean {\n")
+    assert stub("cpp", sig).endswith("bool below_zero(std::vector<long> operations) {\n")
+    assert stub("racket", sig).endswith("(define (below_zero operations)\n")
+
+
+def test_types_the_hints_leave_open_come_from_the_tests_values() -> None:
+    words = translate(SUITE.tasks[2], "go")
+    assert words.prompt.endswith("func split_words(s string) []string {\n") and words.mode == "complete"
+    assert [t.to_dict() for t in words.tests] == [t.to_dict() for t in SUITE.tasks[2].tests]
+    assert words.language == "go" and words.reference is None and words.metadata["translated_from"] == "t/words"
+
+
+def test_untranslatable_tasks_are_skipped_with_the_reason() -> None:
+    script = suite_from_records("s", [{"id": "s/1", "prompt": ADD, "mode": "complete", "entry_point": "add",
+                                       "tests": [{"kind": "script", "code": "assert add(1, 2) == 3"}]}], "test")
+    with pytest.raises(Untranslatable, match="script tests"):
+        translate(script.tasks[0], "go")
+    with pytest.raises(Untranslatable, match="Bash takes no call tests"):
+        translate(SUITE.tasks[0], "bash")
+    anything = "from typing import Any\n\ndef f(x: Any) -> int:\n    pass\n"
+    with pytest.raises(Untranslatable, match="Any"):
+        signature(anything, "f")
+    done, skipped = translate_all(list(SUITE.tasks), "perl")
+    assert [t.id for t in done] == ["t/add", "t/words"] and "booleans" in skipped[0][1]
+    done, skipped = translate_all(list(SUITE.tasks), "r")
+    assert [t.id for t in done] == ["t/add", "t/below"] and "one-element vector" in skipped[0][1]
+
+
+@pytest.fixture(scope="module")
+def sandbox(docker_ready):
+    for language in BODIES:
+        need_image(language)
+    with Sandbox(SandboxConfig(backend="docker", workers=2, timeout_s=5.0)) as sb:
+        yield sb
+
+
+@pytest.mark.docker
+def test_hand_written_solutions_of_the_translated_tasks_pass_and_a_wrong_one_fails(sandbox) -> None:
+    assert set(BODIES) == set(CALL_TESTS) - {"python"}
+    jobs, names = [], []
+    for language, bodies in BODIES.items():
+        done, _ = translate_all(list(SUITE.tasks), language)
+        by_id = {t.id: t for t in done}
+        for record, body in zip(RECORDS, bodies):
+            task = by_id.get(record["id"])
+            assert (task is None) == (body is None), (language, record["id"])
+            if task is not None:
+                jobs.append(Job(task.prompt + body, task.tests, language=language))
+                names.append((language, record["id"], "right"))
+        if language in WRONG_ADD:
+            task = by_id["t/add"]
+            jobs.append(Job(task.prompt + WRONG_ADD[language], task.tests, language=language))
+            names.append((language, "t/add", "wrong"))
+    results = sandbox.run(jobs)
+    for name, result in zip(names, results):
+        expected = Status.PASS if name[2] == "right" else Status.FAIL
+        assert result.status is expected, (name, result)
+        assert all(t.attested for t in result.tests), (name, result)
