@@ -78,7 +78,10 @@ FACTS: dict[str, Language] = {
         last_function=r"^func\s+([A-Za-z_]\w*)\s*\("),
     "rust": Language(
         display="Rust", fence="rust", fence_tags=("rust", "rs"), aliases=("rs",),
-        bootstrap_packages=("python3", "rustc"), compiled=True,
+        # HumanEval-X's Rust uses the rand, regex and md5 crates (compiled at image build)
+        bootstrap_packages=("python3", "rustc", "cargo", "librust-rand-dev", "librust-regex-dev", "librust-md5-dev",
+                            "librust-aho-corasick-dev", "librust-memchr-dev"),
+        compiled=True,
         code_start=r"^(use |fn |pub |struct |enum |impl |mod |const |static |#\[|#!\[)",
         last_function=r"\bfn\s+([A-Za-z_]\w*)\s*(?:<[^>]*>)?\s*\("),
     "typescript": Language(
@@ -152,4 +155,4 @@ def code_start(language: str) -> re.Pattern | None:
 
 def last_function(language: str) -> re.Pattern | None:
     facts = FACTS.get(language)
-    return re.compile(facts.last_function) if facts is not None and facts.last_function else None
+    return re.compile(facts.last_function, re.M) if facts is not None and facts.last_function else None

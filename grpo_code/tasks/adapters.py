@@ -141,6 +141,14 @@ def humaneval(records: list[Record], language: str = "python", source: str = "hu
         for key, value in (("prompt", prompt), ("test" if r.get("test") is not None else "tests", test)):
             if not isinstance(value, str):
                 raise RecordError(f"{where}: {key}", f"is {type(value).__name__}, expected a string")
+        declaration = r.get("declaration")
+        defines = _LAST_FUNCTION.get(language)
+        if isinstance(declaration, str) and declaration.strip() and defines is not None and not defines.search(prompt):
+            # HumanEval-X's Rust: the prompt is the doc comment, the declaration the `use`
+            # lines and the signature the solution continues.
+            prompt = prompt + declaration
+        if isinstance(r.get("test_setup"), str) and r["test_setup"].strip():
+            test = r["test_setup"] + "\n" + test  # HumanEval-X's Go: the test file's package and imports
         entry = r.get("entry_point") or _entry_point(language, prompt, test)
         if entry is None and language == "python":
             _need(r, "entry_point", where)

@@ -40,6 +40,38 @@ def in_package(code: str) -> str:
     return code if _PACKAGE.search(code) else "package main\n\n" + code
 
 
+_IMPORT_BLOCK = re.compile(r"^import\s*\(([^)]*)\)[ \t]*\n?|^import\s+((?:[\w.]+\s+)?\"[^\"]+\")[ \t]*\n?", re.M)
+_IMPORT_SPEC = re.compile(r"^\s*(?:([\w.]+)\s+)?\"([^\"]+)\"", re.M)
+_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|`[^`]*`', re.S)
+STANDARD = ("bufio", "bytes", "container/heap", "container/list", "crypto/md5", "crypto/sha256", "errors", "fmt",
+            "math", "math/big", "math/bits", "math/rand", "os", "reflect", "regexp", "sort", "strconv", "strings",
+            "time", "unicode", "unicode/utf8")
+"""Standard packages a program may use without importing them (HumanEval-X's harness adds
+the ones its solutions use)."""
+
+
+def tidy_imports(program: str) -> str:
+    """The program with the imports it uses, as ``goimports`` leaves them: an import nothing
+    refers to is dropped (Go refuses to build with one: HumanEval-X's prompts import ``math``
+    for solutions that may not use it) and a standard package it refers to but does not
+    import is added, as HumanEval-X's harness does. Blank and dot imports stay."""
+    specs = []
+    for block in _IMPORT_BLOCK.finditer(program):
+        specs += _IMPORT_SPEC.findall(block.group(1) or block.group(2) or "")
+    body = _IMPORT_BLOCK.sub("", program)
+    code = _NOT_CODE.sub(" ", body)  # a package named in a comment or a string is not used
+    used = set(re.findall(r"\b([A-Za-z_]\w*)\s*\.\s*[A-Za-z_]", code))
+    kept = [(alias, path) for alias, path in specs
+            if alias in ("_", ".") or (alias or path.rsplit("/", 1)[-1]) in used]
+    have = {path for _, path in kept}
+    kept += [("", path) for path in STANDARD if path not in have and path.rsplit("/", 1)[-1] in used
+             and not re.search(rf"\b(?:var|const|func)\s+{path.rsplit('/', 1)[-1]}\b|\b{path.rsplit('/', 1)[-1]}\s*:=", code)]
+    block = "import (\n" + "".join(f"\t{alias + ' ' if alias else ''}\"{path}\"\n" for alias, path in kept) + ")\n" if kept else ""
+    body = in_package(body)
+    head = _PACKAGE.search(body)
+    return body[:head.end()] + "\n\n" + block + body[head.end():]
+
+
 def _quoted(names) -> str:
     return ", ".join('"' + n + '"' for n in names)
 
@@ -54,21 +86,23 @@ class GoRunner(Toolchain):
     memory_marks = (b"fatal error: out of memory", b"runtime: out of memory")
 
     def io_files(self, program):
-        return {"main.go": in_package(program)}
+        return {"main.go": tidy_imports(program)}
 
     def script_files(self, program, codes):
-        files = {"script/main.go": in_package(program), "script/grpo_wire.go": _harness("go_wire.go"),
+        files = {"script/main.go": tidy_imports(program), "script/grpo_wire.go": _harness("go_wire.go"),
                  "script/grpo_harness_test.go": _harness("go_script_test.go")}
         table = []
         for i, code in enumerate(codes):
-            files[f"script/test{i}_test.go"] = in_package(code)
+            # HumanEval-X's tests use the packages of the program's file (its harness builds one
+            # file of both): tidied like the program's
+            files[f"script/test{i}_test.go"] = tidy_imports(code)
             table.append("\t{" + _quoted(_TEST_FUNC.findall(code)) + "},")
         files["script/grpo_table_test.go"] = "package main\n\nvar grpoTests = [][]string{\n" + "\n".join(table) + "\n}\n"
         return files
 
     def call_files(self, program, fns):
         entries = "".join(f'\t"{fn}": {fn},\n' for fn in fns)
-        return {"call/main.go": in_package(program), "call/grpo_wire.go": _harness("go_wire.go"),
+        return {"call/main.go": tidy_imports(program), "call/grpo_wire.go": _harness("go_wire.go"),
                 "call/grpo_harness_test.go": _harness("go_call_test.go"),
                 "call/grpo_table_test.go": "package main\n\nvar grpoFunctions = map[string]interface{}{\n" + entries + "}\n"}
 

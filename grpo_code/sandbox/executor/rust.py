@@ -14,15 +14,24 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 
-from .base import HARNESS_DIR
+from .base import HARNESS_DIR, write
 from .toolchain import Built, Toolchain, compiled
+
+CRATES = {"rand": "0.8", "regex": "1", "md5": "0.7"}
+"""Crates HumanEval-X's Rust declarations and tests use, from Debian's crate sources."""
+CRATE_DIR = "/opt/grpo-code/crates"
+CRATE_BUILD_MB = 3072
+"""Address space of a build that links the crates (rustc maps their metadata)."""
 
 _MAIN = re.compile(r"^(\s*(?:pub\s+)?)fn\s+main\s*\(", re.M)
 _TEST_FN = re.compile(r"#\[test\]\s*((?:#\[[^\]]*\]\s*)*)(?:pub\s+)?fn\s+([A-Za-z_]\w*)")
 _MOD = re.compile(r"^\s*(?:pub\s+)?mod\s+([A-Za-z_]\w*)\s*\{", re.M)
 _CFG_TEST = re.compile(r"#\[cfg\(test\)\]")
+_COMMENTS = re.compile(r"/\*.*?\*/|^[ \t]*//[^\n]*", re.S | re.M)
 
 
 def _harness() -> str:
@@ -30,13 +39,31 @@ def _harness() -> str:
         return f.read()
 
 
+_EXTERN_USE = re.compile(r"^[ \t]*use[ \t]+(?!(?:std|core|alloc|self|super|crate|rand|regex|md5)\b)([A-Za-z_]\w*)\b[^;]*;[ \t]*\n?", re.M)
+
+
+def without_unused_crates(program: str) -> str:
+    """The program without ``use`` lines of crates it does not otherwise name: rustc alone
+    has no crates but the standard library, and HumanEval-X's Rust declarations open with
+    ``use rand::Rng; use regex::Regex; use md5;`` whatever the solution uses."""
+    def drop(m: re.Match) -> str:
+        rest = program[:m.start()] + program[m.end():]
+        names = set(re.findall(r"[A-Za-z_]\w*", m.group(0))) - {"use", "self", "as"}
+        return m.group(0) if any(re.search(rf"\b{name}\b", rest) for name in names) else ""
+
+    return _EXTERN_USE.sub(drop, program)
+
+
 def program_part(program: str) -> str:
     """The program with its own ``main`` renamed (the harness's ``main`` runs the test)."""
+    program = without_unused_crates(program)
     return "#![allow(warnings)]\n" + _MAIN.sub(r"\1#[allow(dead_code)] fn __grpo_program_main(", program, count=1)
 
 
 def test_part(code: str, i: int) -> tuple[str, list[str]]:
-    """Script test ``i`` as plain code and the paths of the functions it runs, in order."""
+    """Script test ``i`` as plain code and the paths of the functions it runs, in order. Its
+    comments go first (HumanEval-X's Rust/32 comments out its whole test module)."""
+    code = _COMMENTS.sub("", code)
     code = _CFG_TEST.sub("", code)
     module = _MOD.search(code)
     prefix = ""
@@ -94,7 +121,7 @@ class RustRunner(Toolchain):
     memory_marks = (b"memory allocation of",)
 
     def io_files(self, program):
-        return {"main.rs": program}
+        return {"main.rs": without_unused_crates(program)}
 
     def script_files(self, program, codes):
         parts, tables = [program_part(program)], []
@@ -113,9 +140,38 @@ class RustRunner(Toolchain):
     def build(self, kind, files, workdir, compile, memory_mb) -> Built:
         source = next(iter(files))
         level = "2" if kind == "io" else "1"
-        argv = ["rustc", "--edition", "2021", "-C", f"opt-level={level}", "--cap-lints", "allow", "-o", f"{kind}.bin",
-                source]
-        return compiled(compile(argv, f"{kind}.bin"))
+        extern = self.extern(files[source])
+        argv = ["rustc", "--edition", "2021", "-C", f"opt-level={level}", "--cap-lints", "allow", *extern,
+                "-o", f"{kind}.bin", source]
+        return compiled(compile(argv, f"{kind}.bin", CRATE_BUILD_MB if extern else None))
+
+    def extern(self, source: str) -> list[str]:
+        """rustc's flags for the image's crates (:data:`CRATES`, compiled at image build) that
+        ``source`` names: rustc reads every crate it is given, several hundred MiB for these."""
+        named = [crate for crate in CRATES if re.search(rf"\b{crate}\b", source)]
+        if not named or not os.path.isdir(CRATE_DIR):
+            return []
+        flags = ["-L", f"dependency={CRATE_DIR}"]
+        for crate in named:
+            found = sorted(f for f in os.listdir(CRATE_DIR) if f.startswith(f"lib{crate}-") and f.endswith(".rlib"))
+            if found:
+                flags += ["--extern", f"{crate}={os.path.join(CRATE_DIR, found[0])}"]
+        return flags
 
     def warm(self) -> None:
+        """Compile :data:`CRATES` from Debian's crate sources (cargo offline) into :data:`CRATE_DIR`."""
         subprocess.run(["rustc", "--version"], check=True)
+        with tempfile.TemporaryDirectory() as work:
+            deps = "".join(f'{crate} = "{version}"\n' for crate, version in CRATES.items())
+            write(work, "Cargo.toml", '[package]\nname = "grpo_crates"\nversion = "0.1.0"\nedition = "2021"\n\n'
+                                      f'[dependencies]\n{deps}\n[lib]\npath = "lib.rs"\n')
+            write(work, "lib.rs", "")
+            write(work, ".cargo/config.toml", '[source.crates-io]\nreplace-with = "debian"\n\n'
+                                              '[source.debian]\ndirectory = "/usr/share/cargo/registry"\n')
+            env = {**os.environ, "CARGO_HOME": os.path.join(work, ".cargo")}
+            subprocess.run(["cargo", "build", "--release", "--offline"], cwd=work, env=env, check=True)
+            os.makedirs(CRATE_DIR, exist_ok=True)
+            built = os.path.join(work, "target", "release", "deps")
+            for name in os.listdir(built):
+                if name.endswith(".rlib") and not name.startswith("libgrpo_crates"):
+                    shutil.copy(os.path.join(built, name), CRATE_DIR)
