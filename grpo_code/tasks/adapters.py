@@ -89,12 +89,13 @@ def _need(record: Record, key: str, where: str) -> Any:
 _LANGUAGE_ALIASES = ALIASES
 # How a test names the function under test (MultiPL-E: `let candidate = f;`, `auto candidate = f;`).
 _CANDIDATE = re.compile(r"\bcandidate\s*=\s*([A-Za-z_$][\w$]*)\s*;")
+_CHECKED = re.compile(r"^check\(\s*([A-Za-z_]\w*)\s*\)", re.M)
 _LAST_FUNCTION = {k: pattern for k in FACTS if (pattern := last_function(k)) is not None}
 
 
 def _entry_point(language: str, prompt: str, test: str) -> str | None:
     """The function a HumanEval-style record tests, for files without an ``entry_point``."""
-    match = _CANDIDATE.search(test)
+    match = _CANDIDATE.search(test) or _CHECKED.search(test)  # MultiPL-E's candidate, HumanEval-X's check(f)
     if match:
         return match.group(1)
     pattern = _LAST_FUNCTION.get(language)
