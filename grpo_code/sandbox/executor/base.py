@@ -30,7 +30,7 @@ class Launch:
 
     def __init__(
         self, argv: list[str], executable: str | int, payload: bytes, memory_mb: int, aux_fd: int | None = None,
-        judge: "Launch | None" = None,
+        judge: Launch | None = None,
     ):
         self.argv = argv
         self.executable = executable

@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 
 from .base import HARNESS_DIR, write
 from .toolchain import Built, Toolchain, compiled, env_argv
@@ -123,6 +121,8 @@ class GoRunner(Toolchain):
     def warm(self) -> None:
         """Compile the standard library's and testify's packages the harnesses use into
         :data:`WARM_CACHE`, which every job's build starts from a copy of."""
+        import subprocess  # image build only: the executor's warm parent stays small
+        import tempfile
         sample = "package main\n\nfunc Twice(x int) int { return 2 * x }\n"
         test = ('import (\n\t"testing"\n\t"github.com/stretchr/testify/assert"\n)\n\n'
                 "func TestTwice(t *testing.T) { assert.New(t).Equal(4, Twice(2)) }\n")

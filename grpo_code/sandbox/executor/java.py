@@ -14,11 +14,8 @@ parameter types and reports the result as data. The classes travel as one sealed
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import subprocess
-import zipfile
 
 from .base import HARNESS_DIR, seal
 from .toolchain import Built, Toolchain
@@ -74,6 +71,9 @@ class JavaRunner(Toolchain):
         if isinstance(done, str):
             return Built(error=done)
         os.close(done)
+        import io  # a Java job's only: the executor's warm parent stays small
+        import zipfile
+
         jar = io.BytesIO()
         with zipfile.ZipFile(jar, "w", zipfile.ZIP_STORED) as z:
             for root, _, names in os.walk(out):
@@ -98,4 +98,6 @@ class JavaRunner(Toolchain):
         return {"fn": test["fn"], "args": test.get("args", []), "classes": classes}
 
     def warm(self) -> None:
+        import subprocess
+
         subprocess.run(["javac", "-d", WARM, os.path.join(HARNESS_DIR, "GrpoHarness.java")], check=True)

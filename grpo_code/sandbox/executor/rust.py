@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 
 from .base import HARNESS_DIR, write
 from .toolchain import Built, Toolchain, compiled
@@ -160,6 +157,9 @@ class RustRunner(Toolchain):
 
     def warm(self) -> None:
         """Compile :data:`CRATES` from Debian's crate sources (cargo offline) into :data:`CRATE_DIR`."""
+        import shutil  # image build only: the executor's warm parent stays small
+        import subprocess
+        import tempfile
         subprocess.run(["rustc", "--version"], check=True)
         with tempfile.TemporaryDirectory() as work:
             deps = "".join(f'{crate} = "{version}"\n' for crate, version in CRATES.items())

@@ -6,7 +6,6 @@ the returned value as data (docs/languages.md)."""
 from __future__ import annotations
 
 import os
-import subprocess
 
 from .base import HARNESS_DIR
 from .toolchain import Interpreted
@@ -111,4 +110,6 @@ class RacketRunner(Interpreted):
     memory_marks = (b"out of memory",)
 
     def warm(self) -> None:
+        import subprocess
+
         subprocess.run(["raco", "make", os.path.join(HARNESS_DIR, self.harness)], check=True)
