@@ -329,8 +329,7 @@ def _stub_perl(s: Signature) -> str:
 
 
 def _stub_lua(s: Signature) -> str:
-    return f"{_comment(s.doc, '--')}local function {s.name}({', '.join(n for n, _ in s.params)})\n" \
-        .replace("local function", "function")
+    return f"{_comment(s.doc, '--')}function {s.name}({', '.join(n for n, _ in s.params)})\n"
 
 
 def _stub_r(s: Signature) -> str:
