@@ -24,7 +24,7 @@ WARM_CACHE = "/opt/grpo-code/gocache"
 HOST_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "grpo-code", "go-build")
 GOPATH = "/usr/share/gocode"
 """Where Debian's Go libraries are (golang-github-stretchr-testify-dev)."""
-_PACKAGE = re.compile(r"^\s*package\s+\w+", re.M)
+_PACKAGE = re.compile(r"^[ \t]*package\s+\w+", re.M)
 _TEST_FUNC = re.compile(r"^func\s+(Test\w*)\s*\(", re.M)
 
 
@@ -39,8 +39,8 @@ def in_package(code: str) -> str:
 
 
 _IMPORT_BLOCK = re.compile(r"^import\s*\(([^)]*)\)[ \t]*\n?|^import\s+((?:[\w.]+\s+)?\"[^\"]+\")[ \t]*\n?", re.M)
-_IMPORT_SPEC = re.compile(r"^\s*(?:([\w.]+)\s+)?\"([^\"]+)\"", re.M)
-_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|`[^`]*`', re.S)
+_IMPORT_SPEC = re.compile(r"^[ \t]*(?:([\w.]+)[ \t]+)?\"([^\"]+)\"", re.M)
+_NOT_CODE = re.compile(r'//[^\n]*|/\*(?:.*?\*/|.*\Z)|"(?:\\.|[^"\\\n])*"|`[^`]*`', re.S)
 STANDARD = ("bufio", "bytes", "container/heap", "container/list", "crypto/md5", "crypto/sha256", "errors", "fmt",
             "math", "math/big", "math/bits", "math/rand", "os", "reflect", "regexp", "sort", "strconv", "strings",
             "time", "unicode", "unicode/utf8")
@@ -54,9 +54,12 @@ def tidy_imports(program: str) -> str:
     for solutions that may not use it) and a standard package it refers to but does not
     import is added, as HumanEval-X's harness does. Blank and dot imports stay."""
     specs = []
-    for block in _IMPORT_BLOCK.finditer(program):
+    # No match is tried past the last ')' (each would scan to the end: quadratic on
+    # untrusted text); an import block needs one.
+    end = program.rfind(")") + 1
+    for block in _IMPORT_BLOCK.finditer(program, 0, end):
         specs += _IMPORT_SPEC.findall(block.group(1) or block.group(2) or "")
-    body = _IMPORT_BLOCK.sub("", program)
+    body = _IMPORT_BLOCK.sub("", program[:end]) + program[end:]
     code = _NOT_CODE.sub(" ", body)  # a package named in a comment or a string is not used
     used = set(re.findall(r"\b([A-Za-z_]\w*)\s*\.\s*[A-Za-z_]", code))
     kept = [(alias, path) for alias, path in specs

@@ -22,8 +22,8 @@ from .toolchain import Built, Toolchain
 
 WARM = "/opt/grpo-code/java"
 """The harness, compiled at image build (``--warm``); without it each job compiles it."""
-_PUBLIC = re.compile(r"^public\s+((?:(?:final|abstract|sealed|strictfp)\s+)*(?:class|interface|enum|record)\b)", re.M)
-_CLASS = re.compile(r"^(?:(?:public|final|abstract)\s+)*class\s+([A-Za-z_$][\w$]*)", re.M)
+_PUBLIC = re.compile(r"^public[ \t]+((?:(?:final|abstract|sealed|strictfp)[ \t]+)*(?:class|interface|enum|record)\b)", re.M)
+_CLASS = re.compile(r"^(?:(?:public|final|abstract)[ \t]+)*class\s+([A-Za-z_$][\w$]*)", re.M)
 _MAIN = re.compile(r"\bstatic\s+(?:public\s+)?void\s+main\s*\(")
 FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:ReservedCodeCacheSize=64m",
          "-XX:CompressedClassSpaceSize=64m", "-XX:MaxMetaspaceSize=256m", "-ea")

@@ -20,12 +20,12 @@ import json
 import os
 import shutil
 import signal
-import stat
 import sys
 import time
 import traceback
 
 from . import calls, kept, native, pyjob, spawn, verdict
+from .base import wipe
 from .confine import PR_SET_DUMPABLE, landlock_abi, prctl
 from .pychild import RECORD_OUTPUT_LIMIT
 from .runners import RUNNERS
@@ -42,69 +42,6 @@ def harden() -> dict:
         # Landlock keeps tests from writing their oom_score_adj back down (confine.writable_only)
         "landlock": landlock_abi(),
     }
-
-
-def _wipe(path: str) -> bool:
-    """Empty a directory, including entries a test made unreadable (chmod 000), without
-    following symlinks, without recursion and through directory descriptors only: a test
-    may nest directories deeper than any path can name (PATH_MAX), and one descriptor is
-    open at a time. Each directory is listed once (the names left to do at each level are
-    kept, not listed again on the way back up), so the work is linear in what the test
-    made: thousands of directories cost the same per entry as one. Returns whether the
-    directory is empty afterwards."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    try:
-        cur = os.open(path, flags)
-    except OSError:
-        return not os.path.lexists(path)
-    pending: list[tuple[list[str], str]] = []  # per level above: names left there, the one entered
-
-    def listing(fd: int) -> list[str]:
-        try:
-            return os.listdir(fd)
-        except OSError:
-            return []
-
-    names = listing(cur)
-    try:
-        while True:
-            while names:
-                name = names.pop()
-                try:
-                    st = os.stat(name, dir_fd=cur, follow_symlinks=False)
-                except OSError:
-                    continue
-                if not stat.S_ISDIR(st.st_mode):
-                    try:
-                        os.unlink(name, dir_fd=cur)
-                    except OSError:
-                        pass
-                    continue
-                try:
-                    os.rmdir(name, dir_fd=cur)
-                    continue
-                except OSError:
-                    pass
-                try:
-                    os.chmod(name, stat.S_IRWXU, dir_fd=cur)  # a directory, not a link (stat above)
-                    sub = os.open(name, flags, dir_fd=cur)
-                except OSError:
-                    continue  # it stays: the directory is reported not empty
-                pending.append((names, name))
-                os.close(cur)
-                cur, names = sub, listing(sub)
-            if not pending:
-                return not listing(cur)
-            parent = os.open("..", flags, dir_fd=cur)
-            os.close(cur)
-            cur = parent
-            names, done = pending.pop()
-            try:
-                os.rmdir(done, dir_fd=cur)
-            except OSError:
-                pass  # something in it could not go: the directory is reported not empty
-    finally:
-        os.close(cur)
 
 
 _IPC_RMID = 0
@@ -215,7 +152,7 @@ def run_job(job: dict, workdir: str, scratch: list[str], zygote: Zygote) -> dict
         os.chdir("/")
         # POSIX message queues too, where this is a container's own /dev/mqueue (PID 1).
         queues = ["/dev/mqueue"] if os.getpid() == 1 and os.path.isdir("/dev/mqueue") else []
-        UNCLEAN[:] = [path for path in [workdir, *scratch, *queues] if not _wipe(path)]
+        UNCLEAN[:] = [path for path in [workdir, *scratch, *queues] if not wipe(path)]
         if spawn.LEFTOVER:
             UNCLEAN.append(f"processes {', '.join(map(str, spawn.LEFTOVER[:5]))}")
         _clear_ipc()
@@ -326,6 +263,6 @@ def main(argv: list[str], entry: str) -> int:
             send({"id": mid, "error": "executor failure: " + traceback.format_exc()[-1500:]})
     zygote.stop()
     if remove_workdir:
-        _wipe(workdir)
+        wipe(workdir)
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -17,10 +17,11 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import time
 
 from . import budget, calls, pyjob, spawn, verdict
-from .base import seal
+from .base import seal, wipe
 from .confine import confine, first_to_go, prepare_seccomp, prepare_writable, writable_only, writable_paths
 from .pychild import EXIT_HARNESS, MIB, REPORT_LIMIT, default_signals, place_fds, set_limits
 
@@ -139,11 +140,19 @@ def compile_program(job: dict, argv: list[str], output: str, memory_mb=None) -> 
         return "the compiler's output exceeded the file-size limit"
     if signum is not None or code != 0:
         return text or f"the compiler failed (status {code}, signal {signum})"
+    # Not a FIFO, a device or a link a build's own code put there (Perl's check runs BEGIN
+    # blocks): opening one of those could block the executor or read what is not the build's.
     try:
-        with open(output, "rb") as f:
-            data = f.read()
+        fd = os.open(output, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         return f"the compiler wrote no executable ({exc.strerror})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "the build's output is not a regular file"
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    finally:
+        os.close(fd)
     return seal(data, output)
 
 
@@ -315,6 +324,9 @@ def run_with_runner(runner, job: dict) -> list[dict]:
         )
     state = runner.prepare(job, os.getcwd(),
                            lambda argv, output, memory_mb=None: compile_program(job, argv, output, memory_mb))
+    # What the tests run is sealed in memory now: no source (a test's expected values) and
+    # nothing a build left is there for the program to read or trip over.
+    wipe(os.getcwd())
     results = []
     try:
         for index, test in enumerate(job["tests"]):

@@ -28,7 +28,7 @@ import os
 import shutil
 from typing import Any
 
-from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal, write
+from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal, wipe, write
 
 KINDS = ("io", "script", "call")
 
@@ -91,9 +91,15 @@ class Toolchain(Runner):
             files = sources[kind]()
             key = tuple(sorted(files.items()))
             if key not in made:
-                for name, text in files.items():
-                    write(workdir, name, text)
-                made[key] = self.build(kind, files, workdir, compile, memory)
+                if made:  # an earlier build's files go first: its sources, what it left (inodes)
+                    wipe(workdir)
+                try:
+                    for name, text in files.items():
+                        write(workdir, name, text)
+                except OSError as exc:  # a program larger than the work directory holds
+                    made[key] = Built(error=f"the program's sources do not fit the work directory ({exc.strerror})")
+                else:
+                    made[key] = self.build(kind, files, workdir, compile, memory)
             state[kind] = made[key]
         position = 0
         for i, test in enumerate(tests):
