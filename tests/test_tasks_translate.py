@@ -38,50 +38,85 @@ RECORDS = [
 ]
 SUITE = suite_from_records("t", RECORDS, "test")
 
-# Bodies completing each stub: add, below_zero, split_words (None: the translation skips it).
+# Bodies completing each stub of HumanEval+'s below_zero (3), strlen (23: characters, not
+# bytes) and words_string (101: words split at commas or whitespace); None where the
+# translation skips the task.
 BODIES = {
-    "go": ["\treturn x + y\n}\n",
-           "\tb := 0\n\tfor _, o := range operations {\n\t\tb += o\n\t\tif b < 0 {\n\t\t\treturn true\n\t\t}\n\t}\n"
-           "\treturn false\n}\n",
-           "\tout := []string{}\n\tw := \"\"\n\tfor _, c := range s + \" \" {\n\t\tif c == ' ' {\n\t\t\tif w != \"\" {\n"
-           "\t\t\t\tout = append(out, w)\n\t\t\t}\n\t\t\tw = \"\"\n\t\t} else {\n\t\t\tw += string(c)\n\t\t}\n\t}\n"
-           "\treturn out\n}\n"],
-    "rust": ["    x + y\n}\n",
-             "    let mut b = 0;\n    for o in operations { b += o; if b < 0 { return true; } }\n    false\n}\n",
-             "    s.split_whitespace().map(|w| w.to_string()).collect()\n}\n"],
-    "java": ["        return x + y;\n    }\n}\n",
-             "        long b = 0;\n        for (long o : operations) { b += o; if (b < 0) return true; }\n"
-             "        return false;\n    }\n}\n",
-             "        ArrayList<String> out = new ArrayList<>();\n        for (String w : s.trim().split(\"\\\\s+\")) "
-             "if (!w.isEmpty()) out.add(w);\n        return out;\n    }\n}\n"],
-    "typescript": ["    return x + y;\n}\n",
-                   "    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n",
-                   "    return s.split(/\\s+/).filter((w) => w.length > 0);\n}\n"],
-    "cpp": ["    return x + y;\n}\n",
-            "    long b = 0;\n    for (long o : operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n",
-            "    std::istringstream in(s);\n    std::vector<std::string> out;\n    std::string w;\n"
-            "    while (in >> w) out.push_back(w);\n    return out;\n}\n"],
-    "javascript": ["    return x + y;\n}\n",
-                   "    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n",
-                   "    return s.split(/\\s+/).filter((w) => w.length > 0);\n}\n"],
-    "ruby": ["  x + y\nend\n", "  b = 0\n  operations.each { |o| b += o; return true if b < 0 }\n  false\nend\n",
-             "  s.split\nend\n"],
-    "php": ["    return $x + $y;\n}\n",
-            "    $b = 0;\n    foreach ($operations as $o) { $b += $o; if ($b < 0) return true; }\n    return false;\n}\n",
-            "    return preg_split('/\\s+/', trim($s), -1, PREG_SPLIT_NO_EMPTY);\n}\n"],
-    "perl": ["    return $x + $y;\n}\n", None, "    return [split ' ', $s];\n}\n"],
-    "lua": ["    return x + y\nend\n",
-            "    local b = 0\n    for _, o in ipairs(operations) do b = b + o if b < 0 then return true end end\n"
-            "    return false\nend\n",
-            "    local out = {}\n    for w in s:gmatch('%S+') do out[#out + 1] = w end\n    return out\nend\n"],
-    "r": ["    x + y\n}\n", "    length(operations) > 0 && any(cumsum(unlist(operations)) < 0)\n}\n", None],
-    "racket": ["  (+ x y))\n", "  (let loop ([b 0] [ops operations])\n    (cond [(null? ops) #f]\n"
-               "          [(< (+ b (car ops)) 0) #t]\n          [else (loop (+ b (car ops)) (cdr ops))])))\n",
-               "  (string-split s))\n"],
+    "go": [
+        '\tb := 0\n\tfor _, o := range operations {\n\t\tb += o\n\t\tif b < 0 {\n\t\t\treturn true\n\t\t}\n\t}\n\treturn false\n}\n',
+        '\tn := 0\n\tfor range string {\n\t\tn++\n\t}\n\treturn n\n}\n',
+        '\tout := []string{}\n\tw := ""\n\tfor _, c := range s + " " {\n\t\tif c == \' \' || c == \',\' || c == \'\\t\' || c == \'\\n\' {\n\t\t\tif w != "" {\n\t\t\t\tout = append(out, w)\n\t\t\t}\n\t\t\tw = ""\n\t\t} else {\n\t\t\tw += string(c)\n\t\t}\n\t}\n\treturn out\n}\n',
+    ],
+    "rust": [
+        '    let mut b = 0;\n    for o in operations { b += o; if b < 0 { return true; } }\n    false\n}\n',
+        '    string.chars().count() as i64\n}\n',
+        "    s.split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()).map(|w| w.to_string()).collect()\n}\n",
+    ],
+    "java": [
+        '        long b = 0;\n        for (long o : operations) { b += o; if (b < 0) return true; }\n        return false;\n    }\n}\n',
+        '        return string.codePointCount(0, string.length());\n    }\n}\n',
+        '        ArrayList<String> out = new ArrayList<>();\n        for (String w : s.split("[,\\\\s]+")) if (!w.isEmpty()) out.add(w);\n        return out;\n    }\n}\n',
+    ],
+    "typescript": [
+        '    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n',
+        '    return [...string].length;\n}\n',
+        '    return s.split(/[,\\s]+/).filter((w) => w.length > 0);\n}\n',
+    ],
+    "cpp": [
+        '    long b = 0;\n    for (long o : operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n',
+        None,
+        "    for (auto &c : s) if (c == ',') c = ' ';\n    std::istringstream in(s);\n    std::vector<std::string> out;\n    std::string w;\n    while (in >> w) out.push_back(w);\n    return out;\n}\n",
+    ],
+    "javascript": [
+        '    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n',
+        '    return [...string].length;\n}\n',
+        '    return s.split(/[,\\s]+/).filter((w) => w.length > 0);\n}\n',
+    ],
+    "ruby": [
+        '  b = 0\n  operations.each { |o| b += o; return true if b < 0 }\n  false\nend\n',
+        '  string.length\nend\n',
+        '  s.split(/[,\\s]+/).reject(&:empty?)\nend\n',
+    ],
+    "php": [
+        '    $b = 0;\n    foreach ($operations as $o) { $b += $o; if ($b < 0) return true; }\n    return false;\n}\n',
+        None,
+        "    return preg_split('/[,\\s]+/', $s, -1, PREG_SPLIT_NO_EMPTY);\n}\n",
+    ],
+    "perl": [
+        None,
+        '    return length $string;\n}\n',
+        '    return [grep { length } split /[,\\s]+/, $s];\n}\n',
+    ],
+    "lua": [
+        '    local b = 0\n    for _, o in ipairs(operations) do b = b + o if b < 0 then return true end end\n    return false\nend\n',
+        '    return utf8.len(string)\nend\n',
+        "    local out = {}\n    for w in s:gmatch('[^,%s]+') do out[#out + 1] = w end\n    return out\nend\n",
+    ],
+    "r": [
+        '    length(operations) > 0 && any(cumsum(unlist(operations)) < 0)\n}\n',
+        '    nchar(string)\n}\n',
+        None,
+    ],
+    "racket": [
+        '  (let loop ([b 0] [ops operations])\n    (cond [(null? ops) #f]\n          [(< (+ b (car ops)) 0) #t]\n          [else (loop (+ b (car ops)) (cdr ops))])))\n',
+        '  (string-length string))\n',
+        '  (filter (lambda (w) (> (string-length w) 0)) (regexp-split #px"[,\\\\s]+" s)))\n',
+    ],
 }
-WRONG_ADD = {"go": "\treturn x - y\n}\n", "rust": "    x - y\n}\n", "java": "        return x - y;\n    }\n}\n",
-             "ruby": "  x - y\nend\n", "lua": "    return x - y\nend\n", "racket": "  (- x y))\n", "r": "    x - y\n}\n",
-             "perl": "    return $x - $y;\n}\n", "php": "    return $x - $y;\n}\n"}
+# A wrong strlen in each language: it counts bytes (HumanEval+ has strings with "ã").
+WRONG = {
+    "go": '\treturn len(string)\n}\n',
+    "rust": '    string.len() as i64\n}\n',
+    "java": '        return string.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;\n    }\n}\n',
+    "typescript": '    return unescape(encodeURIComponent(string)).length;\n}\n',
+    "javascript": '    return Buffer.byteLength(string);\n}\n',
+    "ruby": '  string.bytesize\nend\n',
+    "perl": '    use bytes;\n    return length $string;\n}\n',
+    "lua": '    return #string\nend\n',
+    "r": '    nchar(string, type = "bytes")\n}\n',
+    "racket": '  (bytes-length (string->bytes/utf-8 string)))\n',
+}
+HUMANEVAL_PLUS = ("HumanEval/3", "HumanEval/23", "HumanEval/101")
 
 
 def test_typed_stubs_follow_the_hints_and_the_docstring_becomes_a_comment() -> None:
@@ -126,23 +161,50 @@ def sandbox(docker_ready):
         yield sb
 
 
+@pytest.fixture(scope="module")
+def humaneval_plus(sandbox):
+    """HumanEval+'s three tasks of :data:`BODIES`, their expected values from the Python references."""
+    from conftest import BENCH
+    from grpo_code.tasks.adapters import convert_all
+    from grpo_code.tasks.suite import Suite, converted_tasks
+    from grpo_code.verify import oracle
+
+    path = BENCH / "evalplus" / "HumanEvalPlus.jsonl.gz"
+    if not path.is_file():
+        pytest.skip(f"HumanEval+ not found at {path} (set GRPO_CODE_BENCHMARKS)")
+    tasks, _ = converted_tasks(convert_all("evalplus", str(path)), str(path))
+    by_id = {t.id: t for t in tasks}
+    suite = Suite(name="he+", tasks=tuple(by_id[i] for i in HUMANEVAL_PLUS), language="python", mode="complete")
+    resolved = oracle.prepare(suite, sandbox, log=lambda _: None)
+    assert [t.id for t in resolved.tasks] == list(HUMANEVAL_PLUS)
+    return list(resolved.tasks)
+
+
 @pytest.mark.docker
-def test_hand_written_solutions_of_the_translated_tasks_pass_and_a_wrong_one_fails(sandbox) -> None:
+def test_hand_written_solutions_of_translated_humaneval_plus_pass_and_a_wrong_one_fails(sandbox, humaneval_plus):
+    """Every language that takes call tests, on HumanEval+'s below_zero, strlen and words_string:
+    the translated tests are the Python suite's with the canonical solutions' expected values,
+    and a sample of them (the first 6, then every 97th of about 1000) judges a right solution
+    pass and a wrong strlen (bytes) fail, every test attested."""
     assert set(BODIES) == set(CALL_TESTS) - {"python"}
     jobs, names = [], []
     for language, bodies in BODIES.items():
-        done, _ = translate_all(list(SUITE.tasks), language)
+        done, _ = translate_all(humaneval_plus, language)
         by_id = {t.id: t for t in done}
-        for record, body in zip(RECORDS, bodies):
-            task = by_id.get(record["id"])
-            assert (task is None) == (body is None), (language, record["id"])
-            if task is not None:
-                jobs.append(Job(task.prompt + body, task.tests, language=language))
-                names.append((language, record["id"], "right"))
-        if language in WRONG_ADD:
-            task = by_id["t/add"]
-            jobs.append(Job(task.prompt + WRONG_ADD[language], task.tests, language=language))
-            names.append((language, "t/add", "wrong"))
+        for source, body in zip(humaneval_plus, bodies):
+            task = by_id.get(source.id)
+            assert (task is None) == (body is None), (language, source.id)
+            if task is None:
+                continue
+            assert [(t.fn, t.args, t.expected) for t in task.tests] == [(t.fn, t.args, t.expected) for t in source.tests]
+            assert task.prompt.strip() and task.reference is None
+            sample = task.tests[:6] + task.tests[6::97]
+            jobs.append(Job(task.prompt + body, sample, language=language))
+            names.append((language, source.id, "right"))
+        if language in WRONG:
+            task = by_id["HumanEval/23"]
+            jobs.append(Job(task.prompt + WRONG[language], task.tests[:6] + task.tests[6::97], language=language))
+            names.append((language, "HumanEval/23", "wrong"))
     results = sandbox.run(jobs)
     for name, result in zip(names, results):
         expected = Status.PASS if name[2] == "right" else Status.FAIL

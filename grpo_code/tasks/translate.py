@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
+from pathlib import Path
 from typing import Any
 
 from grpo_code.sandbox.languages import CALL_TESTS, FACTS
@@ -366,6 +368,21 @@ def _limits_lua(s: Signature) -> None:
 def _limits_php(s: Signature) -> None:
     if _mentions(s.returns, ("dict",)):
         raise Untranslatable("PHP cannot tell an empty array that is a dict from an empty list")
+    if s.name.lower() in _builtins("php"):
+        raise Untranslatable(f"{s.name} is a PHP function, which a program cannot declare again")
+
+
+def _limits_cpp(s: Signature) -> None:
+    if s.name in _builtins("cpp"):
+        raise Untranslatable(f"{s.name} is a C library function the call harness cannot tell from the program's")
+
+
+@functools.cache
+def _builtins(language: str) -> frozenset[str]:
+    """The functions a language's runtime already declares (``<language>_functions.txt``);
+    PHP's names are case-insensitive and listed in lower case."""
+    text = (Path(__file__).parent / f"{language}_functions.txt").read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
 def stub(language: str, sig: Signature) -> str:
@@ -379,6 +396,28 @@ def stub(language: str, sig: Signature) -> str:
 # --------------------------------------------------------------------------- tasks
 
 _PYTHON_WORDS = re.compile(r"\bPython( 3)?\b")
+
+
+_BIG = 1 << 62
+"""The smallest integer the suite's values write as ``{"$i": hex}``, which no call harness but
+Python's decodes: a task whose values reach it is left out."""
+_exact_ints_javascript = _exact_ints_typescript = _exact_ints_r = 1 << 53
+_INT_WORDS = {_BIG: "64-bit integers", 1 << 53: "numbers as 64-bit floating point"}
+
+
+def _widest_int(value: Any) -> int:
+    """The largest magnitude of an integer in a value of the suite's form (0: none)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return abs(value)
+    if isinstance(value, dict):
+        if set(value) == {"$i"} and isinstance(value["$i"], str):
+            return abs(int(value["$i"], 16))
+        return max((_widest_int(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((_widest_int(v) for v in value), default=0)
+    return 0
 
 
 def translate(task: Task, language: str) -> Task:
@@ -397,6 +436,11 @@ def translate(task: Task, language: str) -> Task:
         raise Untranslatable("Python checkers, helpers or a prelude")
     if any(not t.has_expected for t in task.tests):
         raise Untranslatable("tests without expected values (resolve them from the Python reference first)")
+    widest = max((_widest_int(v) for t in task.tests for v in (*t.args, t.expected)), default=0)
+    exact = globals().get(f"_exact_ints_{language}", _BIG)
+    if widest >= exact:
+        raise Untranslatable(f"integers of 2**{exact.bit_length() - 1} or more in the tests' values "
+                             f"({FACTS[language].display}'s call harness reads {_INT_WORDS.get(exact)})")
     sig = signature(task.prompt if task.mode == "complete" else (task.reference or ""), task.entry_point)
     try:
         sig = _with_values(sig, [t for t in task.tests if t.fn == task.entry_point])
