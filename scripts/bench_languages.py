@@ -1,8 +1,17 @@
-"""Throughput of the sandbox for one language: a suite's reference solutions, each a full
-job (build + every test in a fresh process), through a warm pool.
+"""Throughput of the sandbox per language: a suite's reference solutions, each a full job
+(build + every test in a fresh process), through a warm pool.
 
     .venv/bin/python scripts/bench_languages.py --suite demo-cpp --workers 2 --rounds 8
     .venv/bin/python scripts/bench_languages.py --suite demo-js --workers 2 --rounds 4 --json
+    .venv/bin/python scripts/bench_languages.py --humaneval-x DIR --workers 2 [--limit 40]
+
+With ``--humaneval-x DIR`` (a folder holding HumanEval-X's ``humaneval_{python,cpp,go,java,
+js,rust}.jsonl.gz``), every language's canonical solutions are judged twice in one run: by
+the sandbox (``tasks convert humaneval`` + a warm pool) and by the language's own toolchain,
+a fresh process per program with no isolation, on the program and test file HumanEval-X's
+own harness writes (scripts/humaneval_x_native.py), in a container of the same image with
+the same number of programs at once. The table gives programs per second for each and
+their ratio (above 1: the sandbox judges faster than the bare toolchain).
 
 Every reference must pass (a wrong verdict is counted and reported). The pool is started
 and warmed with one job per worker before timing, as it is in training. Reported: samples
@@ -47,12 +56,21 @@ def container_cpu_s(names: list[str]) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--humaneval-x", type=Path, metavar="DIR",
+                        help="HumanEval-X's six files: judge each language's references, and with its own toolchain")
+    parser.add_argument("--languages", default="python,cpp,go,java,javascript,rust",
+                        help="with --humaneval-x: which of its languages (default all six)")
+    parser.add_argument("--limit", type=int, default=None, help="with --humaneval-x: the first N tasks of each file")
     parser.add_argument("--suite", default="demo-cpp", help="suite whose references are run (default demo-cpp)")
     parser.add_argument("--workers", type=int, default=2, help="concurrent jobs (default 2)")
     parser.add_argument("--rounds", type=int, default=8, help="times every reference is run (default 8)")
     parser.add_argument("--backend", default="docker", help="docker (default) or local")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.humaneval_x is not None:
+        from humaneval_x_native import compare
+
+        return compare(args.humaneval_x, args.languages.split(","), args.workers, args.limit, args.json)
 
     suite = load_suite(args.suite)
     jobs = [task.job(task.reference) for task in suite.tasks if task.reference] * args.rounds
