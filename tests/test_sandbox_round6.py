@@ -12,7 +12,9 @@ attested pass or an ``infra_error`` before its fix:
 - regular expressions the executor runs on the program's text took quadratic time (Rust's
   ``fn main`` and ``use`` lines, Go's comments and imports, Java's class headers): they are
   linear now.
-After each, the pool serves a right program."""
+After each, the pool serves a right program. Also a false fail: Ruby's and Racket's harnesses
+report integers of any size as JSON numbers, which the executor could not read past 4300
+digits."""
 
 from __future__ import annotations
 
@@ -140,3 +142,25 @@ def test_a_hostile_build_or_text_is_the_programs_verdict(sandbox, name):
     assert result.status is Status.FAIL and result.error is None, result  # not Status.INFRA_ERROR
     assert all(t.verdict in PROGRAMS_OWN for t in result.tests), result
     assert after.status is Status.PASS, after
+
+
+@pytest.mark.docker
+def test_an_integer_of_any_size_returned_by_ruby_is_read(sandbox):
+    need_image("ruby")
+    big = {"$i": hex(2**20000)}
+    [result] = sandbox.run([Job("def p2(n)\n  2**n\nend\n",
+                                (CallTest(fn="p2", args=(20000,), expected=big), CallTest(fn="p2", args=(20000,), expected=5),
+                                 CallTest(fn="p2", args=(400000,), expected=5), CallTest(fn="p2", args=(10,), expected=1024)),
+                                language="ruby")])
+    assert [t.verdict for t in result.tests] == [Verdict.PASS, Verdict.FAIL, Verdict.FAIL, Verdict.PASS], result
+    assert result.error is None and all(t.attested for t in result.tests)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("language, program", [("ruby", "def ident(n)\n  n * 1\nend\n"),
+                                               ("racket", "#lang racket\n(define (ident n) (* n 1))\n")])
+def test_ruby_and_racket_take_arguments_of_any_size(sandbox, language, program):
+    need_image(language)
+    tests = tuple(CallTest(fn="ident", args=({"$i": hex(v)},), expected={"$i": hex(v)}) for v in (2**70, -(3**90)))
+    [result] = sandbox.run([Job(program, tests + (CallTest(fn="ident", args=(7,), expected=7),), language=language)])
+    assert result.status is Status.PASS and all(t.attested for t in result.tests), result

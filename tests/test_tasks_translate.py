@@ -39,68 +39,81 @@ RECORDS = [
 SUITE = suite_from_records("t", RECORDS, "test")
 
 # Bodies completing each stub of HumanEval+'s below_zero (3), strlen (23: characters, not
-# bytes) and words_string (101: words split at commas or whitespace); None where the
+# bytes), words_string (101: words split at commas or whitespace) and x_or_y (150: x when n
+# is prime, where HumanEval's reference counts every n below 1 as prime); None where the
 # translation skips the task.
 BODIES = {
     "go": [
         '\tb := 0\n\tfor _, o := range operations {\n\t\tb += o\n\t\tif b < 0 {\n\t\t\treturn true\n\t\t}\n\t}\n\treturn false\n}\n',
         '\tn := 0\n\tfor range string {\n\t\tn++\n\t}\n\treturn n\n}\n',
         '\tout := []string{}\n\tw := ""\n\tfor _, c := range s + " " {\n\t\tif c == \' \' || c == \',\' || c == \'\\t\' || c == \'\\n\' {\n\t\t\tif w != "" {\n\t\t\t\tout = append(out, w)\n\t\t\t}\n\t\t\tw = ""\n\t\t} else {\n\t\t\tw += string(c)\n\t\t}\n\t}\n\treturn out\n}\n',
+        '\tif n == 1 {\n\t\treturn y\n\t}\n\tfor i := 2; i*i <= n; i++ {\n\t\tif n%i == 0 {\n\t\t\treturn y\n\t\t}\n\t}\n\treturn x\n}\n',
     ],
     "rust": [
         '    let mut b = 0;\n    for o in operations { b += o; if b < 0 { return true; } }\n    false\n}\n',
         '    string.chars().count() as i64\n}\n',
         "    s.split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()).map(|w| w.to_string()).collect()\n}\n",
+        '    if n == 1 { return y; }\n    let mut i = 2;\n    while i * i <= n { if n % i == 0 { return y; } i += 1; }\n    x\n}\n',
     ],
     "java": [
         '        long b = 0;\n        for (long o : operations) { b += o; if (b < 0) return true; }\n        return false;\n    }\n}\n',
         '        return string.codePointCount(0, string.length());\n    }\n}\n',
         '        ArrayList<String> out = new ArrayList<>();\n        for (String w : s.split("[,\\\\s]+")) if (!w.isEmpty()) out.add(w);\n        return out;\n    }\n}\n',
+        '        if (n == 1) return y;\n        for (long i = 2; i * i <= n; i++) if (n % i == 0) return y;\n        return x;\n    }\n}\n',
     ],
     "typescript": [
         '    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n',
         '    return [...string].length;\n}\n',
         '    return s.split(/[,\\s]+/).filter((w) => w.length > 0);\n}\n',
+        '    if (n === 1) return y;\n    for (let i = 2; i * i <= n; i++) if (n % i === 0) return y;\n    return x;\n}\n',
     ],
     "cpp": [
         '    long b = 0;\n    for (long o : operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n',
         None,
         "    for (auto &c : s) if (c == ',') c = ' ';\n    std::istringstream in(s);\n    std::vector<std::string> out;\n    std::string w;\n    while (in >> w) out.push_back(w);\n    return out;\n}\n",
+        '    if (n == 1) return y;\n    for (long i = 2; i * i <= n; i++) if (n % i == 0) return y;\n    return x;\n}\n',
     ],
     "javascript": [
         '    let b = 0;\n    for (const o of operations) { b += o; if (b < 0) return true; }\n    return false;\n}\n',
         '    return [...string].length;\n}\n',
         '    return s.split(/[,\\s]+/).filter((w) => w.length > 0);\n}\n',
+        '    if (n === 1) return y;\n    for (let i = 2; i * i <= n; i++) if (n % i === 0) return y;\n    return x;\n}\n',
     ],
     "ruby": [
         '  b = 0\n  operations.each { |o| b += o; return true if b < 0 }\n  false\nend\n',
         '  string.length\nend\n',
         '  s.split(/[,\\s]+/).reject(&:empty?)\nend\n',
+        '  return y if n == 1\n  i = 2\n  while i * i <= n\n    return y if n % i == 0\n    i += 1\n  end\n  x\nend\n',
     ],
     "php": [
         '    $b = 0;\n    foreach ($operations as $o) { $b += $o; if ($b < 0) return true; }\n    return false;\n}\n',
         None,
         "    return preg_split('/[,\\s]+/', $s, -1, PREG_SPLIT_NO_EMPTY);\n}\n",
+        '    if ($n == 1) return $y;\n    for ($i = 2; $i * $i <= $n; $i++) if ($n % $i == 0) return $y;\n    return $x;\n}\n',
     ],
     "perl": [
         None,
         '    return length $string;\n}\n',
         '    return [grep { length } split /[,\\s]+/, $s];\n}\n',
+        '    return $y if $n == 1;\n    for (my $i = 2; $i * $i <= $n; $i++) { return $y if $n % $i == 0; }\n    return $x;\n}\n',
     ],
     "lua": [
         '    local b = 0\n    for _, o in ipairs(operations) do b = b + o if b < 0 then return true end end\n    return false\nend\n',
         '    return utf8.len(string)\nend\n',
         "    local out = {}\n    for w in s:gmatch('[^,%s]+') do out[#out + 1] = w end\n    return out\nend\n",
+        '    if n == 1 then return y end\n    local i = 2\n    while i * i <= n do\n        if n % i == 0 then return y end\n        i = i + 1\n    end\n    return x\nend\n',
     ],
     "r": [
         '    length(operations) > 0 && any(cumsum(unlist(operations)) < 0)\n}\n',
         '    nchar(string)\n}\n',
         None,
+        '    if (n == 1) return(y)\n    i <- 2\n    while (i * i <= n) {\n        if (n %% i == 0) return(y)\n        i <- i + 1\n    }\n    x\n}\n',
     ],
     "racket": [
         '  (let loop ([b 0] [ops operations])\n    (cond [(null? ops) #f]\n          [(< (+ b (car ops)) 0) #t]\n          [else (loop (+ b (car ops)) (cdr ops))])))\n',
         '  (string-length string))\n',
         '  (filter (lambda (w) (> (string-length w) 0)) (regexp-split #px"[,\\\\s]+" s)))\n',
+        '  (cond [(= n 1) y]\n        [(for/or ([i (in-range 2 n)] #:break (> (* i i) n)) (zero? (remainder n i))) y]\n        [else x]))\n',
     ],
 }
 # A wrong strlen in each language: it counts bytes (HumanEval+ has strings with "ã").
@@ -116,7 +129,7 @@ WRONG = {
     "r": '    nchar(string, type = "bytes")\n}\n',
     "racket": '  (bytes-length (string->bytes/utf-8 string)))\n',
 }
-HUMANEVAL_PLUS = ("HumanEval/3", "HumanEval/23", "HumanEval/101")
+HUMANEVAL_PLUS = ("HumanEval/3", "HumanEval/23", "HumanEval/101", "HumanEval/150")
 
 
 def test_typed_stubs_follow_the_hints_and_the_docstring_becomes_a_comment() -> None:
@@ -163,7 +176,7 @@ def sandbox(docker_ready):
 
 @pytest.fixture(scope="module")
 def humaneval_plus(sandbox):
-    """HumanEval+'s three tasks of :data:`BODIES`, their expected values from the Python references."""
+    """HumanEval+'s four tasks of :data:`BODIES`, their expected values from the Python references."""
     from conftest import BENCH
     from grpo_code.tasks.adapters import convert_all
     from grpo_code.tasks.suite import Suite, converted_tasks
@@ -182,10 +195,11 @@ def humaneval_plus(sandbox):
 
 @pytest.mark.docker
 def test_hand_written_solutions_of_translated_humaneval_plus_pass_and_a_wrong_one_fails(sandbox, humaneval_plus):
-    """Every language that takes call tests, on HumanEval+'s below_zero, strlen and words_string:
-    the translated tests are the Python suite's with the canonical solutions' expected values,
-    and a sample of them (the first 6, then every 97th of about 1000) judges a right solution
-    pass and a wrong strlen (bytes) fail, every test attested."""
+    """Every language that takes call tests, on HumanEval+'s below_zero, strlen, words_string and
+    x_or_y (at least three in each): the translated tests are the Python suite's with the
+    canonical solutions' expected values, and a sample of them (the first 6, then every 97th
+    of about 1000) judges a right solution pass and a wrong strlen (bytes) fail, every test
+    attested."""
     assert set(BODIES) == set(CALL_TESTS) - {"python"}
     jobs, names = [], []
     for language, bodies in BODIES.items():
@@ -205,6 +219,7 @@ def test_hand_written_solutions_of_translated_humaneval_plus_pass_and_a_wrong_on
             task = by_id["HumanEval/23"]
             jobs.append(Job(task.prompt + WRONG[language], task.tests[:6] + task.tests[6::97], language=language))
             names.append((language, "HumanEval/23", "wrong"))
+    assert all(sum(n[0] == language and n[2] == "right" for n in names) >= 3 for language in BODIES)
     results = sandbox.run(jobs)
     for name, result in zip(names, results):
         expected = Status.PASS if name[2] == "right" else Status.FAIL

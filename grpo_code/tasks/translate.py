@@ -379,8 +379,7 @@ def _limits_cpp(s: Signature) -> None:
 
 @functools.cache
 def _builtins(language: str) -> frozenset[str]:
-    """The functions a language's runtime already declares (``<language>_functions.txt``);
-    PHP's names are case-insensitive and listed in lower case."""
+    """The functions the language already declares (``<language>_functions.txt``; PHP's in lower case)."""
     text = (Path(__file__).parent / f"{language}_functions.txt").read_text(encoding="utf-8")
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
@@ -399,9 +398,10 @@ _PYTHON_WORDS = re.compile(r"\bPython( 3)?\b")
 
 
 _BIG = 1 << 62
-"""The smallest integer the suite's values write as ``{"$i": hex}``, which no call harness but
-Python's decodes: a task whose values reach it is left out."""
+"""The suite writes integers from here on as ``{"$i": hex}``: a task whose values reach it is
+skipped, but in Ruby and Racket, whose harnesses read and report integers of any size."""
 _exact_ints_javascript = _exact_ints_typescript = _exact_ints_r = 1 << 53
+_exact_ints_ruby = _exact_ints_racket = None
 _INT_WORDS = {_BIG: "64-bit integers", 1 << 53: "numbers as 64-bit floating point"}
 
 
@@ -436,11 +436,12 @@ def translate(task: Task, language: str) -> Task:
         raise Untranslatable("Python checkers, helpers or a prelude")
     if any(not t.has_expected for t in task.tests):
         raise Untranslatable("tests without expected values (resolve them from the Python reference first)")
-    widest = max((_widest_int(v) for t in task.tests for v in (*t.args, t.expected)), default=0)
-    exact = globals().get(f"_exact_ints_{language}", _BIG)
-    if widest >= exact:
-        raise Untranslatable(f"integers of 2**{exact.bit_length() - 1} or more in the tests' values "
-                             f"({FACTS[language].display}'s call harness reads {_INT_WORDS.get(exact)})")
+    exact = globals().get(f"_exact_ints_{language}", _BIG)  # None: integers of any size
+    for what, limit, values in (("arguments", exact, [v for t in task.tests for v in t.args]),
+                                ("expected values", exact, [t.expected for t in task.tests])):
+        if limit is not None and max(map(_widest_int, values), default=0) >= limit:
+            raise Untranslatable(f"integers of 2**{limit.bit_length() - 1} or more in the tests' {what} "
+                                 f"({FACTS[language].display}'s call harness reads {_INT_WORDS.get(limit)})")
     sig = signature(task.prompt if task.mode == "complete" else (task.reference or ""), task.entry_point)
     try:
         sig = _with_values(sig, [t for t in task.tests if t.fn == task.entry_point])

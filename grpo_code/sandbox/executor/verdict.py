@@ -99,6 +99,25 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+REPORT_INT_DIGITS = 100_000
+"""The longest integer a report may carry (Ruby's and Racket's harnesses write any integer as
+a JSON number): read in chunks past Python's 4300-digit limit, in milliseconds at this size;
+a longer one makes the report unreadable, the program's ``fail``."""
+
+
+def _report_int(text: str) -> int:
+    if len(text) <= 4000:
+        return int(text)
+    digits = text.lstrip("-")
+    if len(digits) > REPORT_INT_DIGITS:
+        raise ValueError("an integer too long to read")
+    value = 0
+    for start in range(0, len(digits), 4000):
+        chunk = digits[start:start + 4000]
+        value = value * 10 ** len(chunk) + int(chunk)
+    return -value if text.startswith("-") else value
+
+
 def parse_report(raw: bytes, nonce=None, started_marker=False):
     """(started, report or None, problem or None) from the report pipe's bytes."""
     lines = [line for line in raw.split(b"\n") if line.strip()]
@@ -114,7 +133,7 @@ def parse_report(raw: bytes, nonce=None, started_marker=False):
             # Checked as bytes, before any parsing: a line without the nonce costs nothing.
             return started, None, "forged report on the harness channel"
         try:
-            msg = json.loads(line)
+            msg = json.loads(line, parse_int=_report_int)
         except (ValueError, RecursionError):
             return started, None, "unreadable report on the harness channel"
         if _type(msg) is not dict or (nonce is not None and msg.get("nonce") != nonce):

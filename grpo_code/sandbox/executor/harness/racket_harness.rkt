@@ -27,6 +27,8 @@
 (define (plain v)
   (cond [(and (hash? v) (= (hash-count v) 1) (for/or ([k '($t $s $f)]) (hash-ref v k #f)))
          => (λ (items) (map plain items))]
+        [(and (hash? v) (= (hash-count v) 1) (string? (hash-ref v '$i #f)))
+         (string->number (string-replace (hash-ref v '$i) "0x" "") 16)]
         [(and (hash? v) (= (hash-count v) 1) (hash-ref v '$d #f))
          => (λ (pairs) (for/hash ([p pairs]) (values (plain (first p)) (plain (second p)))))]
         [(list? v) (map plain v)]

@@ -35,6 +35,7 @@ module GrpoHarness
         return v.keys[0] == '$t' ? items : Set.new(items)
       end
       return v.values[0].map { |k, x| [plain(k), plain(x)] }.to_h if v.size == 1 && v.keys[0] == '$d'
+      return Integer(v.values[0], 16) if v.size == 1 && v.keys[0] == '$i' && v.values[0].is_a?(String)
       return v.transform_values { |x| plain(x) }
     end
     v
