@@ -186,3 +186,27 @@ def test_a_prompt_two_tasks_share_maps_to_no_task() -> None:
     assert index.task_id(same) is None and index.task_id("raw text") == "c" and len(index.shared) == 1
     with pytest.raises(KeyError):
         index.task_id("not in the set")
+
+
+def test_every_seed_is_derived_by_the_one_rule() -> None:
+    """The seeding rule is written once (generation/stream.py): no module computes a seed
+    with its own arithmetic."""
+    import ast
+
+    from grpo_code.generation.stream import derive_seed, sample_seed
+    from grpo_code.training.rollouts import batch_seed
+
+    assert sample_seed(7, 2) == derive_seed(7, 2) == 7 * 1_000_003 + 2
+    assert batch_seed(7, 3, 1, 2) == derive_seed(derive_seed(derive_seed(derive_seed(7, 3), 1), 2))
+    assert len({derive_seed(7, a, b) for a in range(30) for b in range(30)}) == 900
+    package = Path(__file__).resolve().parents[1] / "grpo_code"
+    own = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add)):
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+                if "seed" in names and path.name != "stream.py":
+                    own.append(str(path.relative_to(package)))
+    # a hash's bytes, not a sampling seed: the judge's tag (grpo_code/rewards/judge/prompts.py)
+    assert own == ["rewards/judge/prompts.py"], own

@@ -25,6 +25,7 @@ from grpo_code.evaluate.execute import EvalError, execute, sample_record
 from grpo_code.evaluate.files import Appender, read_jsonl
 from grpo_code.evaluate.summary import TurnsSummary
 from grpo_code.generation.base import Completion, Sampling, seeded_chunks
+from grpo_code.generation.stream import derive_seed
 from grpo_code.verify import feedback
 from grpo_code.tasks.prompts import Prompt, render
 from grpo_code.tasks.suite import Suite
@@ -67,7 +68,8 @@ def run_turns(settings: Any, suite: Suite, out_dir: Path, verifier: Verifier, ho
         if turn == 1:
             return [as_answer(first[k]) for k in keys]
         pending = [(keys[r], r) for r in active]
-        chunks = seeded_chunks(pending, settings.batch_size, 1, settings.seed * 7_919 + turn)
+        # 7_919 marks multi-turn seeds, apart from a single-turn eval's chunks of the same seed
+        chunks = seeded_chunks(pending, settings.batch_size, 1, derive_seed(settings.seed, 7_919, turn))
         todo = [(seed, chunk) for seed, chunk in chunks if any((*k, turn) not in have for k, _ in chunk)]
         hooks.start(f"turn {turn}", sum(len(c) for _, c in todo))
         if todo:

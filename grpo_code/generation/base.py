@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from grpo_code.errors import ModelError
+from grpo_code.generation.stream import derive_seed
 from grpo_code.tasks.prompts import Prompt
 
 
@@ -170,5 +171,5 @@ def seeded_chunks(items: Sequence[T], batch_size: int, n: int, seed: int) -> lis
     prompts, settings and seed give the same completions, and a resumed eval generates
     exactly the chunks a whole run would have."""
     per_chunk = max(1, batch_size // n)
-    return [(seed * 1_000_003 + index, list(items[start:start + per_chunk]))
+    return [(derive_seed(seed, index), list(items[start:start + per_chunk]))
             for index, start in enumerate(range(0, len(items), per_chunk))]

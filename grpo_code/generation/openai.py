@@ -13,6 +13,7 @@ from typing import Any
 
 from grpo_code.errors import GrpoCodeError
 from grpo_code.generation.base import Completion, Progress, Sampling
+from grpo_code.generation.stream import derive_seed
 from grpo_code.tasks.prompts import Prompt
 from grpo_code.web import HttpFailure, post_json
 
@@ -60,13 +61,13 @@ class OpenAIGenerator:
             if not got:
                 raise GrpoCodeError(f"generation server {self.base_url} returned no choices", "check the server log")
             texts.extend(got)
-            body["seed"] = seed + len(texts)
+            body["seed"] = derive_seed(seed, len(texts))
         return texts[: sampling.n]
 
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, seed: int = 0,
                  progress: Progress | None = None) -> list[list[str]]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = [pool.submit(self._one, p, sampling, seed * 1_000_003 + i) for i, p in enumerate(prompts)]
+            futures = [pool.submit(self._one, p, sampling, derive_seed(seed, i)) for i, p in enumerate(prompts)]
             out = []
             for fut in futures:
                 out.append(fut.result())

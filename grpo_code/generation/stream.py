@@ -48,9 +48,19 @@ class Sample:
         return self.ended == LENGTH
 
 
+def derive_seed(seed: int, *parts: int) -> int:
+    """The one seeding rule: the seed of ``parts`` (a row, a chunk, a step ...) below ``seed``.
+    Every seed grpo-code derives (rows of a call, eval's chunks, a server's prompts, training's
+    generation calls, multi-turn turns) is this function of the run's seed, so no two rules
+    can collide or drift apart."""
+    for part in parts:
+        seed = (seed * 1_000_003 + part) % (1 << 62)
+    return seed
+
+
 def sample_seed(seed: int, row: int) -> int:
-    """The seed of row ``row`` of a call seeded ``seed`` (the one seeding rule)."""
-    return (seed * 1_000_003 + row) % (1 << 62)
+    """The seed of row ``row`` of a call seeded ``seed``."""
+    return derive_seed(seed, row)
 
 
 class TokenKinds:

@@ -37,7 +37,7 @@ from typing import Any
 from grpo_code import metric_names as M
 from grpo_code.errors import ConfigError
 from grpo_code.generation.base import Sampling, prompt_ids
-from grpo_code.generation.stream import END, LENGTH, WHOLE, Sample, TokenKinds, Watch
+from grpo_code.generation.stream import END, LENGTH, WHOLE, Sample, TokenKinds, Watch, derive_seed
 from grpo_code.tasks.prompts import Prompt
 from grpo_code.verify.early import EarlyJobs
 from grpo_code.verify.verifier import Handle, Verifier
@@ -132,7 +132,7 @@ def training_sampling(args: Any, row_seeds: bool = True) -> Sampling:
 
 def batch_seed(seed: int, step: int, process: int, call: int) -> int:
     """The seed of one generation call of training: run seed, step, process, call of the step."""
-    return ((seed * 1_000_003 + step) * 1_009 + process) * 101 + call
+    return derive_seed(seed, step, process, call)
 
 
 class Rollouts:
