@@ -79,11 +79,29 @@ GO_SCRIPT = ('import (\n\t"testing"\n\t"github.com/stretchr/testify/assert"\n)\n
              '\tassert := assert.New(t)\n\tassert.Equal(5, Add(2, 3))\n\tassert.Equal(11, Add(10, 1))\n}\n')
 WRONG_JAVA = "class Solution {\n    public int add(int a, int b) { return a - b; }\n}\n"
 
+CPP_INCBIN_JUDGE = """#include <bits/stdc++.h>
+using namespace std;
+asm(".section .rodata\\n.globl grpo_judge_src\\ngrpo_judge_src:\\n.incbin \\"judge.cpp\\"\\n.byte 0\\n.text\\n");
+extern "C" const char grpo_judge_src[];
+int add(int a, int b) {
+    string s(grpo_judge_src);
+    regex re("add\\\\((-?\\\\d+), (-?\\\\d+)\\\\) == (-?\\\\d+)");
+    for (sregex_iterator it(s.begin(), s.end(), re), end; it != end; ++it)
+        if (stoi((*it)[1]) == a && stoi((*it)[2]) == b) return stoi((*it)[3]);
+    return a - b;
+}
+"""
+CPP_ASSERTS = ScriptTest("int main() {\n    assert(add(2, 3) == 5);\n    assert(add(10, 1) == 11);\n}\n")
+CPP_DECLARED = "#include <bits/stdc++.h>\nusing namespace std;\nint add(int a, int b);\n"
+
 FORGERS = {
     "typescript reads test_<i>.ts": Job(TS_READS_TESTS, (ScriptTest(TS_TEST),), language="typescript"),
     "c++ reads judge.cpp": Job(CPP_READS_JUDGE, (ScriptTest("int main() {\n    assert(add(2, 3) == 5);\n"
                                                             "    assert(add(10, 1) == 11);\n}\n"),),
                                language="cpp", helpers="#include <bits/stdc++.h>\nusing namespace std;\nint add(int a, int b);\n"),
+    # round six, second pass: the judge's source was on disk while the program compiled
+    "c++ embeds judge.cpp at compile time": Job(CPP_INCBIN_JUDGE, (CPP_ASSERTS,), language="cpp",
+                                                helpers=CPP_DECLARED),
     "go reads its script test during the calls": Job(GO_READS_SCRIPT, (ScriptTest(GO_SCRIPT), *add_calls("Add")),
                                                      language="go"),
 }
@@ -99,6 +117,9 @@ HOSTILE = {
         "\n" * 60000 + "fn add(a: i64, b: i64) -> i64 { a - b }\n", add_calls(), language="rust"),
     "go: an unclosed comment opened 60000 times": Job(
         "package main\n\nfunc add(a int, b int) int { return a - b }\n" + "/*a" * 60000, add_calls(), language="go"),
+    "go: a program that leaves no room for the build cache": Job(
+        "package main\n\nfunc add(a int, b int) int { return a - b }\n/*" + "x" * (48 << 20) + "*/\n",
+        add_calls(), language="go"),
     "java: 50000 lines of 'public' in a comment": Job(
         WRONG_JAVA + "/*\n" + "public\n" * 50000 + "*/\n", add_calls(), language="java"),
 }
@@ -164,3 +185,12 @@ def test_ruby_and_racket_take_arguments_of_any_size(sandbox, language, program):
     tests = tuple(CallTest(fn="ident", args=({"$i": hex(v)},), expected={"$i": hex(v)}) for v in (2**70, -(3**90)))
     [result] = sandbox.run([Job(program, tests + (CallTest(fn="ident", args=(7,), expected=7),), language=language)])
     assert result.status is Status.PASS and all(t.attested for t in result.tests), result
+
+
+@pytest.mark.docker
+def test_a_recorded_integer_of_any_size_comes_back_in_the_suites_form(sandbox):
+    need_image("ruby")
+    [result] = sandbox.run([Job("def p2(n)\n  2**n\nend\n", (CallTest(fn="p2", args=(20000,)),), language="ruby",
+                                record=True)])
+    assert result.status is Status.PASS and result.error is None, result
+    assert result.tests[0].value == {"$i": hex(2**20000)}

@@ -111,6 +111,9 @@ class GoRunner(Toolchain):
         if os.path.isdir(WARM_CACHE):  # once per job: a fresh copy of the image's warm cache
             cache = os.path.join(workdir, ".gocache")
             if not os.path.isdir(cache):
+                if not self._room_for_cache(workdir):
+                    return Built(error="the program's build does not fit the work directory "
+                                       "(no room left for Go's build cache)")
                 shutil.copytree(WARM_CACHE, cache)
         else:  # the local backend (no isolation to keep): the user's own Go build cache
             cache = HOST_CACHE
@@ -120,6 +123,21 @@ class GoRunner(Toolchain):
         else:  # go test builds every file of the folder into one test binary
             argv = ["go", "test", "-c", "-o", f"{kind}.bin", f"./{kind}"]
         return compiled(compile(env_argv(env, argv), f"{kind}.bin"))
+
+    _cache_size: tuple[int, int] | None = None
+
+    def _room_for_cache(self, workdir: str) -> bool:
+        """Whether the work directory has the bytes and inodes a copy of the warm cache takes
+        (a program of tens of MiB leaves too little: its verdict, not the executor's error)."""
+        if self._cache_size is None:
+            size = files = 0
+            for root, dirs, names in os.walk(WARM_CACHE):
+                files += len(dirs) + len(names)
+                size += sum(os.lstat(os.path.join(root, n)).st_size + 4096 for n in names)
+            GoRunner._cache_size = (size, files)
+        size, files = self._cache_size
+        st = os.statvfs(workdir)
+        return st.f_bavail * st.f_frsize > size + (1 << 20) and (st.f_files == 0 or st.f_favail > files + 64)
 
     def warm(self) -> None:
         """Compile the standard library's and testify's packages the harnesses use into

@@ -23,6 +23,7 @@ rewrite what the next one runs.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -31,6 +32,8 @@ from typing import Any
 from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal, wipe, write
 
 KINDS = ("io", "script", "call")
+FULL = (errno.ENOSPC, errno.EDQUOT)
+"""What writing a build's files meets when the program's own size fills the work directory."""
 
 
 class Built:
@@ -96,10 +99,11 @@ class Toolchain(Runner):
                 try:
                     for name, text in files.items():
                         write(workdir, name, text)
-                except OSError as exc:  # a program larger than the work directory holds
-                    made[key] = Built(error=f"the program's sources do not fit the work directory ({exc.strerror})")
-                else:
                     made[key] = self.build(kind, files, workdir, compile, memory)
+                except OSError as exc:  # a program so large its build does not fit (Go copies its cache in)
+                    if exc.errno not in FULL:
+                        raise
+                    made[key] = Built(error=f"the program's build does not fit the work directory ({exc.strerror})")
             state[kind] = made[key]
         position = 0
         for i, test in enumerate(tests):

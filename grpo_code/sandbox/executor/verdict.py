@@ -99,23 +99,28 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+_BIG_INT = 1 << 62
 REPORT_INT_DIGITS = 100_000
 """The longest integer a report may carry (Ruby's and Racket's harnesses write any integer as
 a JSON number): read in chunks past Python's 4300-digit limit, in milliseconds at this size;
 a longer one makes the report unreadable, the program's ``fail``."""
 
 
-def _report_int(text: str) -> int:
+def _report_int(text: str) -> int | dict:
+    """A report's integer in the suite's form: from 2**62 on tagged ``{"$i": hex}`` (what the
+    codec decodes, and what a recorded value and a message can write out at any size)."""
     if len(text) <= 4000:
-        return int(text)
-    digits = text.lstrip("-")
-    if len(digits) > REPORT_INT_DIGITS:
-        raise ValueError("an integer too long to read")
-    value = 0
-    for start in range(0, len(digits), 4000):
-        chunk = digits[start:start + 4000]
-        value = value * 10 ** len(chunk) + int(chunk)
-    return -value if text.startswith("-") else value
+        value = int(text)
+    else:
+        digits = text.lstrip("-")
+        if len(digits) > REPORT_INT_DIGITS:
+            raise ValueError("an integer too long to read")
+        value = 0
+        for start in range(0, len(digits), 4000):
+            chunk = digits[start:start + 4000]
+            value = value * 10 ** len(chunk) + int(chunk)
+        value = -value if text.startswith("-") else value
+    return value if -_BIG_INT < value < _BIG_INT else {"$i": hex(value)}
 
 
 def parse_report(raw: bytes, nonce=None, started_marker=False):
