@@ -193,13 +193,20 @@ def humaneval_plus(sandbox):
     return list(resolved.tasks)
 
 
+def sampled(tests: tuple) -> tuple:
+    """The first 4 tests, every 250th after them, and the first with a non-ASCII string (the
+    wrong strlen counts bytes): 9 of about 1000, the base tests among them."""
+    some = tests[:4] + tests[4::250]
+    wide = [t for t in tests if any(isinstance(a, str) and not a.isascii() for a in t.args)][:1]
+    return some + tuple(t for t in wide if t not in some)
+
+
 @pytest.mark.docker
 def test_hand_written_solutions_of_translated_humaneval_plus_pass_and_a_wrong_one_fails(sandbox, humaneval_plus):
     """Every language that takes call tests, on HumanEval+'s below_zero, strlen, words_string and
     x_or_y (at least three in each): the translated tests are the Python suite's with the
-    canonical solutions' expected values, and a sample of them (the first 6, then every 97th
-    of about 1000) judges a right solution pass and a wrong strlen (bytes) fail, every test
-    attested."""
+    canonical solutions' expected values, and a sample of them (:func:`sampled`) judges a
+    right solution pass and a wrong strlen (bytes) fail, every test attested."""
     assert set(BODIES) == set(CALL_TESTS) - {"python"}
     jobs, names = [], []
     for language, bodies in BODIES.items():
@@ -212,12 +219,12 @@ def test_hand_written_solutions_of_translated_humaneval_plus_pass_and_a_wrong_on
                 continue
             assert [(t.fn, t.args, t.expected) for t in task.tests] == [(t.fn, t.args, t.expected) for t in source.tests]
             assert task.prompt.strip() and task.reference is None
-            sample = task.tests[:6] + task.tests[6::97]
+            sample = sampled(task.tests)
             jobs.append(Job(task.prompt + body, sample, language=language))
             names.append((language, source.id, "right"))
         if language in WRONG:
             task = by_id["HumanEval/23"]
-            jobs.append(Job(task.prompt + WRONG[language], task.tests[:6] + task.tests[6::97], language=language))
+            jobs.append(Job(task.prompt + WRONG[language], sampled(task.tests), language=language))
             names.append((language, "HumanEval/23", "wrong"))
     assert all(sum(n[0] == language and n[2] == "right" for n in names) >= 3 for language in BODIES)
     results = sandbox.run(jobs)
