@@ -79,7 +79,7 @@ def run_native(language: str, records: list[dict], workers: int) -> tuple[float,
             task = root / ("warm" if i == 0 else f"t{i:04d}")
             task.mkdir()
             (task / name).write_text(text)
-            (task / "run.sh").write_text(f"cd {shlex.quote('/b/' + task.name)} && ( {command} ) >out.txt 2>&1\n"
+            (task / "run.sh").write_text(f"cd {shlex.quote('/b/' + task.name)} && ( {command} ) >out.txt 2>err.txt\n"
                                          f"echo $? > /b/{task.name}/rc\n")
         (root / "all.sh").write_text(
             "mkdir -p /b/gocache\nsh /b/warm/run.sh\nstart=$(date +%s.%N)\n"
@@ -88,7 +88,10 @@ def run_native(language: str, records: list[dict], workers: int) -> tuple[float,
         subprocess.run(["docker", "run", "--rm", "--user", "0", "--network", "none", "--entrypoint", "sh",
                         "-v", f"{root}:/b", image_name(language), "/b/all.sh"], check=True, capture_output=True)
         start, end = map(float, (root / "clock").read_text().split())
-        passed = sum(1 for d in root.glob("t[0-9]*") if (d / "rc").read_text().strip() == "0")
+        # JavaScript's tests use console.assert, which only writes to stderr: HumanEval-X's
+        # harness fails a program that wrote there, and so does this count.
+        passed = sum(1 for d in root.glob("t[0-9]*") if (d / "rc").read_text().strip() == "0"
+                     and (language != "javascript" or not (d / "err.txt").read_text(errors="replace").strip()))
         subprocess.run(["docker", "run", "--rm", "--user", "0", "--entrypoint", "sh", "-v", f"{root}:/b",
                         image_name(language), "-c", "chmod -R a+rwX /b"], check=True, capture_output=True)
     return end - start, passed
