@@ -4,6 +4,7 @@ library only, in every sandbox image (docs/languages.md)."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -90,6 +91,18 @@ def write(workdir: str, name: str, text: str) -> None:
         f.write(text)
 
 
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+"""What writing a build's files meets when the program's own size fills the work directory."""
+
+
+def write_alone(workdir: str, files: dict[str, str]) -> None:
+    """Write one build's sources into an emptied work directory: no build of a job sees
+    another's sources (a test's asserts, ``.incbin`` or not) or what it left (inodes)."""
+    wipe(workdir)
+    for name, text in files.items():
+        write(workdir, name, text)
 
 
 def seal(data: bytes, name: str) -> int:

@@ -33,12 +33,11 @@ import shutil
 from typing import Any
 
 from . import cpp_judged, js_judged, scripted
-from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal, wipe
+from .base import FULL, HARNESS_DIR, CompileFn, Launch, Runner, seal, write_alone
 from .base import write as _write
 from .go import GoRunner
 from .java import JavaRunner
 from .rust import RustRunner
-from .toolchain import FULL
 
 # No dataclasses here: the executor imports this module into its warm parent, and every
 # module it pulls in (dataclasses brings inspect) makes each fork of a Python test dearer.
@@ -311,13 +310,6 @@ def call_unit(program: str, fns: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _alone(workdir: str, name: str, text: str) -> None:
-    """Write a build's source into an empty work directory: no build of a job sees another's
-    source (the program's builds never see the judge's asserts, ``.incbin`` or not)."""
-    wipe(workdir)
-    _write(workdir, name, text)
-
-
 class CppRunner(Runner):
     """C++17 with g++ -O2. A job is compiled once per binary it needs: the program alone
     (``main.cpp``, its own main) for ``io`` tests, and the program with every script test
@@ -360,7 +352,7 @@ class CppRunner(Runner):
         kinds = {t["kind"] for t in job["tests"]}
         state: dict[str, Any] = {"position": {}}
         if "io" in kinds:
-            _alone(workdir, "main.cpp", program)
+            write_alone(workdir, {"main.cpp": program})
             state["io"] = compile(self.compile_argv(program, "main.cpp", "main"), "main")
         codes = []
         for i, test in enumerate(job["tests"]):
@@ -375,7 +367,7 @@ class CppRunner(Runner):
             head, tail = _harness_parts()
             call_head, _ = _call_harness()
             helpers = job["helpers"]
-            _alone(workdir, "judge.cpp", cpp_judged.judge_unit(helpers, head, call_head, tail, stubs, codes))
+            write_alone(workdir, {"judge.cpp": cpp_judged.judge_unit(helpers, head, call_head, tail, stubs, codes)})
             # -O0: only the test's light code runs there; a HumanEval-X judge builds in 0.37 s, not 0.62 s.
             argv = [("-O0" if flag == "-O2" else flag) for flag in self.compile_argv(helpers, "judge.cpp", "judge")]
             judge = compile(argv, "judge")
@@ -383,12 +375,12 @@ class CppRunner(Runner):
                 # Executable, not readable: the kernel makes the judge's process non-dumpable.
                 os.fchmod(judge, 0o111)
                 state["judge"] = judge
-                _alone(workdir, "serve.cpp",
-                       cpp_judged.serve_unit(_program_part(program), undefines, head, call_head, fns))
+                write_alone(workdir, {"serve.cpp": cpp_judged.serve_unit(_program_part(program), undefines, head,
+                                                                        call_head, fns)})
                 state["serve"] = compile(self.compile_argv(program, "serve.cpp", "serve"), "serve")
                 codes = []
         if codes:
-            _alone(workdir, "tests.cpp", script_unit(program, codes))
+            write_alone(workdir, {"tests.cpp": script_unit(program, codes)})
             state["script"] = compile(self.compile_argv(program, "tests.cpp", "tests"), "tests")
         fns: list[str] = []
         for i, test in enumerate(job["tests"]):
@@ -397,7 +389,7 @@ class CppRunner(Runner):
                     fns.append(test["fn"])
                 state["position"][i] = fns.index(test["fn"])
         if fns:
-            _alone(workdir, "calls.cpp", call_unit(program, fns))
+            write_alone(workdir, {"calls.cpp": call_unit(program, fns)})
             state["call"] = compile(self.compile_argv(program, "calls.cpp", "calls"), "calls")
         return state
 

@@ -23,17 +23,14 @@ rewrite what the next one runs.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
 from typing import Any
 
-from .base import HARNESS_DIR, CompileFn, Launch, Runner, seal, wipe, write
+from .base import FULL, HARNESS_DIR, CompileFn, Launch, Runner, seal, write_alone
 
 KINDS = ("io", "script", "call")
-FULL = (errno.ENOSPC, errno.EDQUOT)
-"""What writing a build's files meets when the program's own size fills the work directory."""
 
 
 class Built:
@@ -94,11 +91,8 @@ class Toolchain(Runner):
             files = sources[kind]()
             key = tuple(sorted(files.items()))
             if key not in made:
-                if made:  # an earlier build's files go first: its sources, what it left (inodes)
-                    wipe(workdir)
                 try:
-                    for name, text in files.items():
-                        write(workdir, name, text)
+                    write_alone(workdir, files)
                     made[key] = self.build(kind, files, workdir, compile, memory)
                 except OSError as exc:  # a program so large its build does not fit (Go copies its cache in)
                     if exc.errno not in FULL:
