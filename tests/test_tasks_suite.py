@@ -348,7 +348,7 @@ def test_the_oracle_keeps_the_digests_of_large_values_it_stored(tmp_path: Path, 
               "reference": "def f(n):\n    return list(range(n))\n",
               "tests": [{"kind": "call", "fn": "f", "args": [20000]}, {"kind": "call", "fn": "f", "args": [3]}]}
     with resolved_twice(tmp_path, record) as (fresh, cached, sandbox):
-        assert cached.__dict__["_large_expected"] == fresh.encoded_tests.large and list(fresh.encoded_tests.large) == [0]
+        assert cached.resolved.large_expected == fresh.encoded_tests.large and list(fresh.encoded_tests.large) == [0]
         plain = encode_tests(cached.tests)
         assert cached.encoded_tests.digest == fresh.encoded_tests.digest == plain.digest
         assert cached.encoded_tests.held.text == plain.held.text and "expected_held" in plain.held.texts[0]
@@ -458,3 +458,24 @@ def test_isolation_and_stop_on_failure_reach_the_job() -> None:
     assert "isolation" not in default.to_dict() and default.job("").isolation == "job"
     with pytest.raises(SuiteError, match="isolation"):
         task_from_dict({**record, "isolation": "process"}, "line 1")
+
+
+def test_what_the_oracle_resolved_is_a_declared_field_a_replaced_copy_drops() -> None:
+    """``fill`` records the task's hash as written and its large values' digests in the
+    declared ``resolved`` field; a ``dataclasses.replace`` copy (other tests, another
+    prompt) has none, so it never carries digests indexed by tests it no longer has."""
+    import dataclasses
+
+    from grpo_code.sandbox.types import testcase_from_dict
+    from grpo_code.tasks.schema import Task
+    from grpo_code.verify.oracle import fill
+
+    task = Task("t/1", "Write f.", (testcase_from_dict({"kind": "call", "fn": "f", "args": [1]}),
+                                   testcase_from_dict({"kind": "call", "fn": "f", "args": [2]})),
+                entry_point="f", reference="def f(x):\n    return x\n")
+    filled = fill(task, {0: 1, 1: 2}, large={1: "digest"})
+    assert filled.resolved is not None and filled.resolved.large_expected == {1: "digest"}
+    assert filled.content_hash() == task.content_hash() and filled == dataclasses.replace(filled)
+    hidden = dataclasses.replace(filled, tests=filled.tests[:1])
+    assert hidden.resolved is None and hidden.content_hash() != task.content_hash()
+    assert "resolved" not in {f.name for f in dataclasses.fields(Task) if f.init}

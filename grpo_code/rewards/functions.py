@@ -33,20 +33,21 @@ from grpo_code.rewards.judge import JudgeScoring
 from grpo_code.rewards.metrics import batch_metrics
 from grpo_code.rewards.model.reward_model import RewardModel, load_reward_model, text_for
 from grpo_code.rewards.verifiable import check_masked, score_result, weights_for
+from grpo_code.verify.runs import Source
 from grpo_code.verify.store import RewardCache
 from grpo_code.verify.verifier import Judged, Verifier, masked_errors
 
 
 def reward_of(judged: Judged, task: Any, config: RewardsConfig) -> float | None:
     """The verifiable reward of one verdict (``None``: masked)."""
-    if judged.source == "unfinished":
+    if judged.source is Source.UNFINISHED:
         return config.tests.truncated
     return score_result(judged.result, config.tests, weights_for(task, config.tests))
 
 
 def _outcome(s: Scored) -> str:
-    if s.source in ("no_code", "unfinished"):
-        return s.source
+    if not s.source.ran:
+        return s.source.value
     if s.reward is None:
         return "masked"
     return s.result.status.value if s.result is not None else "unknown"
@@ -64,7 +65,7 @@ class Scored:
         return self.verdict.result
 
     @property
-    def source(self) -> str:
+    def source(self) -> Source:
         return self.verdict.source
 
     @property
@@ -173,7 +174,7 @@ class CodeReward:
         """The step's sandbox time, its generation's metrics (from the rollout batch) and
         what the rollout log reports."""
         metrics = {M.SANDBOX_BUSY_S: sum(s.result.duration_ms for s in scored
-                                         if s.source == "executed" and s.result is not None) / 1000}
+                                         if s.source is Source.EXECUTED and s.result is not None) / 1000}
         metrics.update(rollout_metrics(kwargs.get("rollout_batch")))
         if self.log is not None:
             metrics.update(self.log.scored(kwargs, completions, scored, rewards))

@@ -19,6 +19,7 @@ from typing import Any
 
 from grpo_code import metric_names as M
 from grpo_code.sandbox.types import Result, Status, Verdict
+from grpo_code.verify.runs import Source
 
 VERDICT_KEYS = [v.value for v in Verdict]
 
@@ -37,9 +38,9 @@ def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
     n = len(scored)
     if not n:
         return {}
-    no_code = [s for s in scored if s.source == "no_code"]
-    unfinished = sum(s.source == "unfinished" for s in scored)
-    with_code = [s for s in scored if s.source not in ("no_code", "unfinished")]
+    no_code = [s for s in scored if s.source is Source.NO_CODE]
+    unfinished = sum(s.source is Source.UNFINISHED for s in scored)
+    with_code = [s for s in scored if s.source.ran]
     results: list[Result] = [s.result for s in with_code if s.result is not None]
     masked = sum(s.reward is None for s in scored)
     judged = [r for r in results if r.status is not Status.INFRA_ERROR]
@@ -54,11 +55,11 @@ def batch_metrics(scored: Sequence[Any]) -> dict[str, float]:
     out[M.UNATTESTED] = sum(not t.attested for r in judged for t in r.tests) / n_tests if n_tests else 0.0
     for key in VERDICT_KEYS:
         out[M.verdict_share(key)] = verdicts.get(key, 0) / n_tests if n_tests else 0.0
-    executed = [s.result.duration_ms for s in with_code if s.source == "executed" and s.result is not None]
+    executed = [s.result.duration_ms for s in with_code if s.source is Source.EXECUTED and s.result is not None]
     out[M.EXECUTED] = float(len(executed))
     if executed:
         out[M.LATENCY_P50_MS] = percentile(executed, 50)
         out[M.LATENCY_P95_MS] = percentile(executed, 95)
     if with_code:
-        out[M.CACHE_HIT_RATE] = sum(s.source in ("cache", "inflight") for s in with_code) / len(with_code)
+        out[M.CACHE_HIT_RATE] = sum(s.source.reused for s in with_code) / len(with_code)
     return out

@@ -36,6 +36,18 @@ FIELDS = ("id", "prompt", "language", "tests", "public_tests", "mode", "entry_po
 
 
 @dataclass(frozen=True)
+class Resolved:
+    """What the reference oracle resolved for a task."""
+
+    content_hash: str
+    """The hash of the task as written, before its expected values were filled in."""
+    large_expected: dict[int, str] | None = None
+    """The digests of its large expected values, by test index
+    (:func:`~grpo_code.sandbox.encoded.large_expected`), which its encoded tests use instead
+    of writing those values out again."""
+
+
+@dataclass(frozen=True)
 class Task:
     """One problem. ``mode='complete'``: ``prompt`` is a code prefix the model continues;
     ``mode='instruct'``: ``prompt`` is a problem statement answered with a whole program."""
@@ -70,6 +82,10 @@ class Task:
     judge provides without the program writing them (LeetCode's ``List``, ``Optional``,
     ``collections``; LiveCodeBench's list). Kept on one line, so the program's line numbers in
     a traceback are off by one at most (docs/tasks.md, Preludes)."""
+    resolved: Resolved | None = field(default=None, init=False, compare=False, repr=False)
+    """What the reference oracle resolved for this task (:func:`grpo_code.verify.oracle.fill`
+    sets it on the task it returns; never passed in). A copy made with
+    ``dataclasses.replace`` has none: its tests or prompt may differ from those resolved."""
 
     @property
     def hidden_tests(self) -> tuple[TestCase, ...]:
@@ -110,7 +126,7 @@ class Task:
     def encoded_tests(self) -> EncodedTests:
         """The tests as every job of this task sends them, encoded once (with the digests of
         its large expected values when the reference oracle filled them in and knew them)."""
-        return encode_tests(self.tests, self.__dict__.get("_large_expected"))
+        return encode_tests(self.tests, self.resolved.large_expected if self.resolved is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -144,7 +160,9 @@ class Task:
         return out
 
     def content_hash(self) -> str:
-        return self._content_hash
+        """A hash of the task as written (a resolved task keeps its hash from before its
+        expected values were filled in: they follow from its reference)."""
+        return self.resolved.content_hash if self.resolved is not None else self._content_hash
 
     @cached_property
     def _content_hash(self) -> str:

@@ -37,6 +37,7 @@ from grpo_code.paths import cache_dir
 from grpo_code.sandbox.types import Status, Verdict
 from grpo_code.verify import oracle
 from grpo_code.verify.mutants import mutants as make_mutants
+from grpo_code.verify.runs import Source
 from grpo_code.verify.shortcuts import shortcuts as make_shortcuts
 from grpo_code.verify.store import RewardCache
 from grpo_code.verify.verifier import Verifier
@@ -211,7 +212,7 @@ def audit_suite(suite: Any, sandbox: Any, shortcuts: bool = True, mutants: int =
             continue
         survivor.verdict_in_stronger = "survives" if result.status is Status.PASS else "rejected"
     report = AuditReport(suite.name, suite.content_hash(), audits, time.perf_counter() - started,
-                         len(pending) + len(later), verifier.counts.get("cache", 0), min_score,
+                         len(pending) + len(later), verifier.counts.get(Source.CACHE, 0), min_score,
                          getattr(stronger, "name", None))
     return report
 

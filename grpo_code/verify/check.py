@@ -17,10 +17,11 @@ from typing import Any
 
 from grpo_code.errors import SuiteError
 from grpo_code.sandbox.types import Result, Status
-from grpo_code.verify import oracle
 from grpo_code.tasks.samples import read_samples_file
 from grpo_code.tasks.suite import Suite
+from grpo_code.verify import oracle
 from grpo_code.verify.failure import failure_of
+from grpo_code.verify.runs import Source
 from grpo_code.verify.verifier import Verifier
 
 SLOW_FRACTION = 0.5
@@ -202,8 +203,8 @@ def check_suite(
                 verifier = verifiers[kind]
                 handle = verifier.submit_sample(verifier.task(task.id), sample)
                 if handle.future is None:  # no code, or unfinished: nothing to run
-                    check.note = {"no_code": "no code", "unfinished": "unfinished (cut at the length limit "
-                                  "inside its program)"}[handle.source]
+                    check.note = {Source.NO_CODE: "no code", Source.UNFINISHED: "unfinished (cut at the length "
+                                  "limit inside its program)"}[handle.source]
                     break
                 pending.append((check, handle))
     total = len(pending)

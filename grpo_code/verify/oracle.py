@@ -31,7 +31,7 @@ from typing import Any
 from grpo_code.errors import GrpoCodeError, SandboxError
 from grpo_code.paths import cache_dir
 from grpo_code.sandbox.types import Result, Status
-from grpo_code.tasks.schema import Task
+from grpo_code.tasks.schema import Resolved, Task
 from grpo_code.verify.failure import failure_of
 from grpo_code.verify.verifier import Verifier
 
@@ -163,9 +163,7 @@ def fill(task: Task, values: dict[int, Any], large: dict[int, str] | None = None
         tests[i] = _with_answer(tests[i], value)
     limits = task.limits.from_reference(reference_cpu_s) if reference_cpu_s is not None else task.limits
     filled = dataclasses.replace(task, tests=tuple(tests), limits=limits)
-    filled.__dict__["_content_hash"] = task.content_hash()
-    if large is not None:
-        filled.__dict__["_large_expected"] = large
+    object.__setattr__(filled, "resolved", Resolved(task.content_hash(), large))  # frozen: set once, here
     return filled
 
 

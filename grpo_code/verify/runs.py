@@ -9,6 +9,7 @@ sandbox failed it (infrastructure errors are never stored). Without a store ever
 
 from __future__ import annotations
 
+import enum
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -17,9 +18,37 @@ from grpo_code.sandbox.fingerprint import sandbox_fingerprint
 from grpo_code.sandbox.types import Job, Result
 from grpo_code.verify.store import RewardCache, cache_key
 
-SOURCES = ("no_code", "unfinished", "cache", "inflight", "executed")
-"""How an answer got its verdict: no code to run, an unfinished program (not run), a stored
-verdict, a run it shared with an identical program still running, or its own run."""
+
+class Source(str, enum.Enum):
+    """How an answer got its verdict: where it came from, or why nothing ran (what the
+    verdict says is the result's :class:`~grpo_code.sandbox.types.Status`)."""
+
+    NO_CODE = "no_code"
+    """No program in the answer: nothing ran."""
+    UNFINISHED = "unfinished"
+    """Cut at the length limit inside its program: not run."""
+    CACHE = "cache"
+    """A stored verdict of the same program on the same tests."""
+    INFLIGHT = "inflight"
+    """A run it shared with an identical program still running."""
+    EXECUTED = "executed"
+    """Its own run."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def ran(self) -> bool:
+        """A program ran for it (its own run, or one it shared or found stored)."""
+        return self not in (Source.NO_CODE, Source.UNFINISHED)
+
+    @property
+    def reused(self) -> bool:
+        """Its verdict came from another answer's run."""
+        return self in (Source.CACHE, Source.INFLIGHT)
+
+
+SOURCES = tuple(Source)
 
 
 class Runs:
@@ -31,7 +60,7 @@ class Runs:
         self._image_id = image_id
         self._lock = threading.RLock()
         self._inflight: dict[str, Future[Result]] = {}
-        self.counts: dict[str, int] = {s: 0 for s in SOURCES}
+        self.counts: dict[Source, int] = {s: 0 for s in SOURCES}
         """Lifetime count of answers per source."""
 
     def fingerprint(self, language: str) -> str:
@@ -41,21 +70,21 @@ class Runs:
             return sandbox_fingerprint(self._image_id, language, self.sandbox.config)
         return self.sandbox.fingerprint(language)
 
-    def run(self, job: Job) -> tuple[Future[Result], str, str | None]:
+    def run(self, job: Job) -> tuple[Future[Result], Source, str | None]:
         """A job's result through the store: (future, source, key)."""
         if self.cache is None:
-            return self.sandbox.submit(job), "executed", None
+            return self.sandbox.submit(job), Source.EXECUTED, None
         key = cache_key(job, self.sandbox.config, self.fingerprint(job.language))
         with self._lock:
             cached = self.cache.get(key)
             if cached is not None:
                 done: Future[Result] = Future()
                 done.set_result(cached)
-                return done, "cache", key
+                return done, Source.CACHE, key
             running = self._inflight.get(key)
             if running is not None:
-                return running, "inflight", key
-            return self._launch(key, job), "executed", key
+                return running, Source.INFLIGHT, key
+            return self._launch(key, job), Source.EXECUTED, key
 
     def start(self, job: Job, launched: Any = lambda key: None) -> str | None:
         """Start ``job`` if no run of it is stored or running (speculation); its key, or ``None``.
@@ -95,11 +124,11 @@ class Runs:
         else:
             shared.set_result(result)
 
-    def count(self, source: str) -> None:
+    def count(self, source: Source) -> None:
         with self._lock:
             self.counts[source] += 1
 
-    def recount(self, was: str, source: str) -> None:
+    def recount(self, was: Source, source: Source) -> None:
         """An answer counted as ``was`` got its verdict as ``source`` after all."""
         with self._lock:
             self.counts[was] -= 1
@@ -108,8 +137,8 @@ class Runs:
     @property
     def hit_rate(self) -> float:
         """Lifetime share of answers with code that did not need a new execution."""
-        with_code = self.counts["cache"] + self.counts["inflight"] + self.counts["executed"]
-        return (self.counts["cache"] + self.counts["inflight"]) / with_code if with_code else 0.0
+        with_code = sum(n for s, n in self.counts.items() if s.ran)
+        return sum(n for s, n in self.counts.items() if s.reused) / with_code if with_code else 0.0
 
     def close(self) -> None:
         if self.cache is not None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from grpo_code.generation.base import was_cut
 from grpo_code.verify import feedback
+from grpo_code.verify.runs import Source
 from grpo_code.verify.verifier import Handle, Verifier
 
 
@@ -57,9 +58,9 @@ def note(verifier: Verifier, done: Check, template: str = feedback.DEFAULT_TEMPL
     """The user turn for an answer that did not pass its check; ``None`` when there is
     nothing to fix. Raises :class:`CheckFailed` when the sandbox failed the check."""
     verdict = verifier.judged(done.handle)
-    if verdict.source == "no_code":
+    if verdict.source is Source.NO_CODE:
         return feedback.feedback(done.task, None, template)
-    if verdict.source == "unfinished":
+    if verdict.source is Source.UNFINISHED:
         return feedback.feedback(done.task, feedback.unfinished(done.task), template)
     if verdict.masked:
         raise CheckFailed(verdict.error or "sandbox infrastructure error")

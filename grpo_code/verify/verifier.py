@@ -49,7 +49,7 @@ from grpo_code.tasks.extract import Extraction
 from grpo_code.verify.attested import attested_only, unattested_passes
 from grpo_code.verify.extraction import Extractor, unfinished
 from grpo_code.verify.failure import Failure, failure_of
-from grpo_code.verify.runs import Runs
+from grpo_code.verify.runs import Runs, Source
 from grpo_code.verify.store import RewardCache
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Handle:
     task: Any
     extraction: Extraction
     future: Future[Result] | None
-    source: str
+    source: Source
     key: str | None = None
     tests: int = 0
     """How many tests the job runs (an infra error reports that many)."""
@@ -87,7 +87,7 @@ class Judged:
     task_id: str
     result: Result | None
     """The sandbox's result; ``None`` when nothing ran (no code, unfinished)."""
-    source: str
+    source: Source
     how: str
     """Which extraction rule found the program (``none`` for no code)."""
     program: str | None = None
@@ -97,14 +97,14 @@ class Judged:
     @property
     def status(self) -> str:
         """``pass``, ``fail``, ``infra_error``, ``no_code`` or ``unfinished``."""
-        if self.source in ("no_code", "unfinished"):
-            return self.source
+        if not self.source.ran:
+            return self.source.value
         assert self.result is not None
         return self.result.status.value
 
     @property
     def passed(self) -> bool:
-        return self.result is not None and self.result.status is Status.PASS and self.source != "unfinished"
+        return self.result is not None and self.result.status is Status.PASS and self.source.ran
 
     @property
     def masked(self) -> bool:
@@ -187,9 +187,9 @@ class Verifier:
     def submit_extraction(self, task: Any, extraction: Extraction, truncated: bool = False,
                           public: bool = False) -> Handle:
         if extraction.program is None:
-            return self._count(Handle(task, extraction, None, "no_code"))
+            return self._count(Handle(task, extraction, None, Source.NO_CODE))
         if unfinished(extraction, truncated):
-            return self._count(Handle(task, extraction, None, "unfinished"))
+            return self._count(Handle(task, extraction, None, Source.UNFINISHED))
         job = self.job(task, extraction.program, public)
         future, source, key = self.runs.run(job)
         return self._count(Handle(task, extraction, future, source, key, len(job.tests)))
@@ -198,7 +198,7 @@ class Verifier:
         """Run ``program`` as the task's reference whose answers become the expected values
         (the reference oracle's record job; never stored: the oracle keeps its own cache)."""
         job = task.job(program, record=True)
-        return self._count(Handle(task, Extraction(program, "solution"), self.sandbox.submit(job), "executed",
+        return self._count(Handle(task, Extraction(program, "solution"), self.sandbox.submit(job), Source.EXECUTED,
                                   tests=len(job.tests)))
 
     def start(self, job: Job, launched: Any = lambda key: None) -> str | None:
@@ -209,7 +209,7 @@ class Verifier:
         self.runs.count(handle.source)
         return handle
 
-    def recount(self, handle: Handle, source: str) -> None:
+    def recount(self, handle: Handle, source: Source) -> None:
         """Say that ``handle`` got its verdict another way (a speculative run was its own)."""
         self.runs.recount(handle.source, source)
         handle.source = source
