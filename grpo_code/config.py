@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
+from grpo_code.config_checks import training_checks
 from grpo_code.config_load import (
     DEFAULT_CONFIG,
     bounds,
@@ -347,6 +348,12 @@ class TrainConfig:
     many updates older than the one it trains; TRL's importance-sampling correction weighs
     the difference. 0: generate, score, update in turn (on-policy). Needs
     ``generation.backend: vllm`` (docs/training.md, "Rollouts ahead of the update")."""
+    eval_every: int = field(default=0, metadata=bounds(0))
+    """Held-out pass@1 during training: every this many updates, the policy of that version
+    samples the ``tasks.eval_split`` tasks ``eval.n`` times each, in the same engine call
+    as the step's training rows, and the verdicts go to ``metrics.jsonl`` as
+    ``eval/pass@1`` with ``eval/policy_version``; the final version too when it is a
+    multiple. 0: off (docs/training.md, "Held-out eval during training")."""
     trl: dict[str, Any] = field(default_factory=dict)
     """Passed unchanged to ``trl.GRPOConfig``."""
 
@@ -406,24 +413,7 @@ MOVED = {
 
 
 def _cross_checks(cfg: RunConfig) -> list[str]:
-    problems = []
-    if cfg.train.stop_after_code and cfg.train.trl.get("mask_truncated_completions") is True:
-        # A completion stopped after its code has no end token, so TRL would mask it as cut.
-        problems.append("train.stop_after_code and train.trl.mask_truncated_completions exclude each other: "
-                        "completions stopped after their code would all be masked; set one of them false")
-    if cfg.train.stop_after_code and cfg.generation.backend == "vllm" and cfg.generation.vllm_mode != "colocate":
-        problems.append("train.stop_after_code needs the generation in the training process (hf, or vllm "
-                        "colocated): a vLLM server generates whole completions; set train.stop_after_code=false")
-    if cfg.train.max_staleness > 0:
-        if cfg.generation.backend != "vllm":
-            problems.append(f"train.max_staleness: {cfg.train.max_staleness} needs generation.backend: vllm (the "
-                            f"rollout worker is a vLLM engine), not {cfg.generation.backend}; set one or the other")
-        elif cfg.generation.vllm_mode != "colocate":
-            problems.append("train.max_staleness > 0 starts its own vLLM engine in a worker process: set "
-                            "generation.vllm_mode: colocate (no vLLM server) or train.max_staleness: 0")
-        if cfg.train.multi_turn.turns > 1:
-            problems.append("train.max_staleness > 0 generates single-turn rollouts only: set "
-                            "train.multi_turn.turns: 1 or train.max_staleness: 0")
+    problems = training_checks(cfg)
     for key in cfg.train.trl:
         if key in TRL_KEYS_SAID_ELSEWHERE:
             problems.append(f"train.trl.{key}: said once, as {TRL_KEYS_SAID_ELSEWHERE[key]}; set that instead "

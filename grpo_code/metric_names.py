@@ -123,3 +123,14 @@ def turn_s(turn: int) -> str:
 def public_pass_turn(turn: int) -> str:
     """Share of answer ``turn``'s rollouts that passed their public tests."""
     return f"multi_turn/public_pass_turn{turn}"
+
+# Held-out eval during training (train.eval_every, grpo_code.training.held_out): a line of its own per version
+EVAL_PASS1 = "eval/pass@1"
+"""pass@1 on the held-out split with the weights of ``EVAL_VERSION``."""
+EVAL_VERSION = "eval/policy_version"
+"""The policy version (updates made) the held-out rows were sampled with."""
+EVAL_TASKS = "eval/tasks"
+EVAL_SAMPLES = "eval/samples"
+EVAL_MASKED = "eval/masked"
+"""Held-out samples the sandbox could not judge (left out of pass@1)."""
+EVAL_GENERATE_S = "eval/generate_s"

@@ -29,6 +29,7 @@ from grpo_code import metric_names as M
 from grpo_code.config import RunConfig, load_config, read_yaml
 from grpo_code.errors import ConfigError, GrpoCodeError
 from grpo_code.report.load import Window, quarters, read_metrics, step_values
+from grpo_code.training.engines import EngineKind, engine_kind
 
 
 class TrainError(GrpoCodeError):
@@ -45,6 +46,8 @@ class TrainSummary:
     last: Window | None
     """The last quarter of the logged steps."""
     wall_s: float
+    held_out: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    """``(policy version, held-out pass@1)`` of each held-out eval (``train.eval_every``)."""
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -159,14 +162,15 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
         "save_only_model": False,
         "trust_remote_code": cfg.model.trust_remote_code,  # TRL hands it to vLLM's engine
     }
-    if cfg.train.max_staleness > 0:
+    kind = engine_kind(cfg)
+    if kind is EngineKind.AHEAD:
         # The rollout worker is the engine (grpo_code.training.ahead); TRL builds none. Its
         # log-probs are weighed token by token: a sequence ratio masks long programs.
         defaults["use_vllm"] = False
         defaults["vllm_importance_sampling_mode"] = "token_truncate"
     elif gen.backend == "vllm":
         defaults["vllm_mode"] = gen.vllm_mode
-        if own_colocated_engine(cfg):
+        if kind is EngineKind.COLOCATED:
             defaults["use_vllm"] = False  # ours stands in for TRL's (grpo_code.training.colocated)
         if gen.vllm_mode == "colocate":
             defaults["vllm_gpu_memory_utilization"] = gen.vllm_gpu_memory_utilization
@@ -178,16 +182,6 @@ def grpo_args(cfg: RunConfig, run_dir: Path) -> Any:
     except (TypeError, ValueError) as exc:
         raise ConfigError([f"train.trl: {str(exc).splitlines()[0]}"]) from None
     return args
-
-
-def own_colocated_engine(cfg: RunConfig) -> bool:
-    """Whether the run generates on a vLLM engine of ours in the training process (the CPU
-    build, colocated, one step at a time) instead of TRL's."""
-    if cfg.generation.backend != "vllm" or cfg.generation.vllm_mode != "colocate" or cfg.train.max_staleness > 0:
-        return False
-    from grpo_code.generation.vllm import cpu_build
-
-    return cpu_build()
 
 
 def run_training(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], None] = print,
@@ -231,161 +225,86 @@ def terminate_as_interrupt() -> Any:
 
 def _train(cfg: RunConfig, run_dir: Path, checkpoint: Path | None, started: float, log: Callable[[str], None],
            console: Any) -> TrainSummary:
-
-    import warnings
-
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, ProgressCallback
-    from transformers.utils import logging as hf_logging
-
-    # transformers' deprecation notices about its own internals (called by TRL) are not the user's business.
-    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
-    hf_logging.disable_progress_bar()
-
-    from grpo_code.generation.base import prompt_style, resolve, torch_dtype
-    from grpo_code.rewards.functions import build_reward_funcs, reward_verifier
-    from grpo_code.rewards.judge import build_judge
+    """The composition root: the run's parts, each closed in reverse order on an exit stack
+    (on success, error and Ctrl-C): sandbox, verifier, judge, rollout engine."""
     from grpo_code.sandbox import Sandbox
-    from grpo_code.tasks import load_suite, render
-    from grpo_code.verify import oracle
     from grpo_code.training.callbacks import MetricsLog, ProgressBar
-    from grpo_code.training.filter import PromptFilter
-    from grpo_code.training.packing import trim_padding_for
-    from grpo_code.training.rollout_log import RolloutLog
-    from grpo_code.training.rollouts import PromptIndex, Rollouts, training_sampling
+    from grpo_code.training.engines import EngineParts
+    from grpo_code.training.parts import (
+        HeldOutPart,
+        Scoring,
+        build_engine,
+        build_prompt_filter,
+        build_rollouts,
+        load_policy,
+        load_run_suite,
+        quiet_transformers,
+        training_data,
+    )
     from grpo_code.training.trainer import GrpoCodeTrainer
-    from grpo_code.verify.attested import script_tasks
+    from grpo_code.verify import oracle
     from grpo_code.verify.audit import audited_weak
-    from grpo_code.verify.early import EarlyJobs
 
-    suite = load_suite(cfg.tasks.suite, cfg.tasks.paths)
-    train_tasks = suite.split(cfg.tasks.train_split)
+    quiet_transformers()
+    from transformers import PrinterCallback, ProgressCallback
+
+    suite = load_run_suite(cfg)
     args = grpo_args(cfg, run_dir)
-    training_sampling(args)  # settings the rollouts do not implement are refused before anything loads
-    resolved = resolve(cfg.model.name, log)
-    if resolved.adapter:
-        raise TrainError(f"{cfg.model.name} is a LoRA adapter", "train from its base model with model.peft set")
-    tokenizer = AutoTokenizer.from_pretrained(resolved.tokenizer_path, trust_remote_code=cfg.model.trust_remote_code)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    style = prompt_style(tokenizer)
-    system_prompt = cfg.tasks.system_prompt if cfg.tasks.system_prompt is not None else suite.system_prompt
-    model = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=torch_dtype(cfg.model.dtype),
-                                                 trust_remote_code=cfg.model.trust_remote_code)
-    trim_padding = trim_padding_for(model, cfg.train.trim_padding, log)
-    peft_config = None
-    if cfg.model.peft:
-        from peft import LoraConfig
-
-        try:
-            peft_config = LoraConfig(task_type="CAUSAL_LM", **cfg.model.peft)
-        except TypeError as exc:
-            raise ConfigError([f"model.peft: {exc}"]) from None
-
+    policy = load_policy(cfg, args, log)
     metrics = MetricsLog(run_dir / "metrics.jsonl")
-    prompt_filter = None
-    if cfg.train.filter.enabled:
-        prompt_filter = PromptFilter(cfg.train.filter.history, cfg.train.filter.skip_prob, cfg.train.seed)
-    with Sandbox(cfg.sandbox) as sandbox, contextlib.ExitStack() as stack:
+    prompt_filter = build_prompt_filter(cfg)
+    kind = engine_kind(cfg)
+    with contextlib.ExitStack() as stack:
+        sandbox = stack.enter_context(Sandbox(cfg.sandbox))
         log(f"sandbox: {sandbox.backend} backend, {sandbox.workers} workers")
-        train_tasks = audited_weak(suite, train_tasks, cfg.tasks.exclude_weak, cfg.tasks.min_mutation_score, log)
+        train_tasks = audited_weak(suite, suite.split(cfg.tasks.train_split), cfg.tasks.exclude_weak,
+                                   cfg.tasks.min_mutation_score, log)
         train_tasks = oracle.prepare(train_tasks, sandbox, log)
-        rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
-                for t in train_tasks.tasks]
-        dataset = Dataset.from_list(rows)
-        index = PromptIndex(rows)
-        if index.shared:
-            log(f"note: {len(index.shared)} training prompt(s) are shared by several tasks: their completions "
-                "are scored after generation, by each row's own task")
-        multi_turn_on = cfg.train.multi_turn.turns > 1
-        # A multi-turn rollout's reward is on the hidden tests (those no feedback can quote).
-        scored_tasks = train_tasks if not multi_turn_on else dataclasses.replace(
-            train_tasks, tasks=tuple(dataclasses.replace(t, tests=t.hidden_tests or t.tests) for t in train_tasks.tasks))
-        verifier = reward_verifier(cfg.rewards, sandbox, scored_tasks, extract=cfg.tasks.extract)
-        native_scripts = script_tasks(scored_tasks)
-        if native_scripts and not cfg.rewards.tests.trust_unattested:
-            log(f"warning: {len(native_scripts)} of {len(scored_tasks.tasks)} tasks of suite {suite.name} have script "
-                "tests judged inside the program's process (unattested): their passes count as fails "
-                f"(rewards.tests.trust_unattested, docs/rewards.md): {', '.join(native_scripts[:5])}")
-        multi = multi_turn(cfg, style, index, verifier, log)
-        judge = build_judge(cfg.rewards.judge, scored_tasks)
-        early = (EarlyJobs(verifier, style, on_program=judge.early if judge is not None else None)
-                 if cfg.rewards.overlap and multi is None else None)
-        rollouts = multi or Rollouts(index, verifier, style, early, stop_after_code=cfg.train.stop_after_code)
-        worker = None
-        if cfg.train.max_staleness > 0:
-            from grpo_code.training.ahead import AheadRollouts, start_worker
-
-            worker = start_worker(cfg, resolved, model, tokenizer, rows, scored_tasks, verifier, style, early, args,
-                                  resumed=checkpoint is not None, log=log)
-            stack.callback(worker.close)
-            rollouts = AheadRollouts(index, rows, worker, cfg.train.max_staleness)
-        funcs = build_reward_funcs(cfg.rewards, verifier, style=style, turn_cost=cfg.train.multi_turn.turn_cost,
-                                   judge=judge, log=RolloutLog(run_dir / "completions.jsonl", prompt_filter,
-                                                               args.num_generations))
-        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's public hook for this
+        data = training_data(cfg, suite, train_tasks, policy.style, log)
+        scoring = stack.enter_context(Scoring.build(cfg, sandbox, data, policy.style, log))
+        held_out = stack.enter_context(HeldOutPart.build(cfg, suite, sandbox, policy, metrics.write, log)).held
+        engine = build_engine(kind, EngineParts(cfg, args, policy.resolved, policy.model, policy.tokenizer,
+                                                data.rows, log, tasks=data.scored, verifier=scoring.verifier,
+                                                style=policy.style, early=scoring.early,
+                                                resumed=checkpoint is not None))
+        stack.callback(engine.close)
+        rollouts = build_rollouts(cfg, kind, data, scoring, engine, log, held_out)
         trainer = GrpoCodeTrainer(
-            model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
-            peft_config=peft_config, callbacks=[metrics, ProgressBar(console)], prompt_filter=prompt_filter,
-            rollout_func=rollouts, trim_padding=trim_padding, skip_zero_advantage=cfg.train.skip_zero_advantage,
-            row_seeds=cfg.generation.row_seeds,
+            model=policy.model, reward_funcs=scoring.reward_funcs(cfg, run_dir, prompt_filter, args),
+            args=args, train_dataset=data.dataset, processing_class=policy.tokenizer,
+            peft_config=policy.peft_config, callbacks=[metrics, ProgressBar(console)], prompt_filter=prompt_filter,
+            rollout_func=rollouts, trim_padding=policy.trim_padding,
+            skip_zero_advantage=cfg.train.skip_zero_advantage,
         )
-        if worker is not None:
-            from grpo_code.training.ahead import WeightPush, probe_ids
-
-            push = WeightPush(worker, trainer, probe_ids(tokenizer), 1.0)
-            trainer.use_engine(push, ahead=True)
-            rollouts.push = push
-            worker.wait_ready()
-        elif own_colocated_engine(cfg):
-            from grpo_code.training.colocated import start_colocated
-
-            start_colocated(cfg, resolved, model, tokenizer, rows, trainer, log)
+        trainer.use_engine(engine)
+        if kind is EngineKind.AHEAD:
+            engine.wait_ready()
         # Our progress bar and metrics.jsonl replace the Trainer's printed log dicts.
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
         if checkpoint and prompt_filter is not None and not trainer.restore_filter(checkpoint):
             log(f"note: {checkpoint} holds no prompt filter state: the filter starts with no history, so the "
                 "prompts drawn from here differ from an uninterrupted run's")
-        try:
-            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        finally:
-            verifier.close()
-            if judge is not None:
-                judge.judge.close()
-        if worker is not None:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if held_out is not None:
+            from grpo_code.training.held_out import final_eval
+
+            final_eval(held_out, engine, trainer, cfg.train.stop_after_code)
+        if kind is EngineKind.AHEAD:
             from grpo_code.training.ahead import staleness_line
 
             log(staleness_line(rollouts.staleness_counts))
         final = run_dir / "final"
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
-            tokenizer.save_pretrained(str(final))
+            policy.tokenizer.save_pretrained(str(final))
     # From metrics.jsonl, so a resumed run is summarized whole (this process saw only its own steps).
     logged = read_metrics(metrics.path)
     rewards = step_values(logged, M.REWARD) or metrics.rewards
     passes = step_values(logged, M.PASS_RATE) or metrics.pass_rates
     first, last = quarters(rewards, passes)
-    return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started)
-
-
-def multi_turn(cfg: RunConfig, style: str, index: Any, verifier: Any, log: Callable[[str], None]) -> Any:
-    """The multi-turn rollout of ``train.multi_turn`` (``None``: single-turn), with what it turns off said."""
-    mt = cfg.train.multi_turn
-    if mt.turns <= 1:
-        return None
-    from grpo_code.verify.feedback import DEFAULT_TEMPLATE, check_template
-    from grpo_code.training.multiturn import MultiTurnRollout
-
-    if style != "chat":
-        raise TrainError(f"train.multi_turn.turns={mt.turns} needs a chat model: {cfg.model.name} has no chat template",
-                         "train an instruct model, or set train.multi_turn.turns=1")
-    template = mt.feedback_template or DEFAULT_TEMPLATE
-    check_template(template)
-    if cfg.rewards.overlap:
-        log("note: multi-turn rollouts score the last answer once the rollout is over (rewards.overlap's early "
-            "scoring is off); each turn's checks still start as rows end")
-    return MultiTurnRollout(index, verifier, mt.turns, template)
+    return TrainSummary(run_dir, final, trainer.state.global_step, first, last, time.monotonic() - started,
+                        held_out=step_values(logged, M.EVAL_PASS1))
 
 
 def _steps(w: Window, end: str) -> str:
@@ -429,6 +348,12 @@ def summary_lines(s: TrainSummary, suite: str) -> list[str]:
     return [
         f"trained {s.steps} steps in {s.wall_s / 60:.1f} min; run directory {s.run_dir}",
         *change_lines(s.first, s.last, s.steps),
+        *([held_out_line(s.held_out)] if s.held_out else []),
         f"model saved to {s.final_dir}",
         f"evaluate it: grpo-code eval {s.final_dir} --tasks {suite} --n 4 --k 1,4",
     ]
+
+
+def held_out_line(points: list[tuple[int, float]]) -> str:
+    """The held-out pass@1 curve of ``train.eval_every``, by policy version."""
+    return "held-out pass@1 by policy version: " + ", ".join(f"v{v} {p:.3f}" for v, p in points)

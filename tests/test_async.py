@@ -22,7 +22,8 @@ from grpo_code.config import load_config
 from grpo_code.errors import ConfigError
 from grpo_code.generation.stream import END, Sample
 from grpo_code.training import ahead, worker_link
-from grpo_code.training.ahead import AheadRollouts, LookaheadSampler, split_cores
+from grpo_code.training.ahead import AheadEngine, AheadRollouts, LookaheadSampler, split_cores
+from grpo_code.training.engine_worker import BatchDone
 from grpo_code.training.rollouts import PromptIndex
 
 
@@ -91,13 +92,15 @@ class FakeWorker:
     def __init__(self, seconds: dict[int, float]):
         self.seconds = seconds
         self.version = 0
-        self.loads: list = []
         self.asked: dict[int, tuple] = {}
         self.done: dict[int, Any] = {}
         self.lock = threading.Condition()
 
     def requested(self, batch: int) -> bool:
         return batch in self.asked
+
+    def take_loads(self) -> list:
+        return []
 
     def request(self, batch: int, ids: list, task_ids: list, seed: int, min_version: int) -> None:
         self.asked[batch] = (ids, task_ids, seed, min_version)
@@ -110,7 +113,7 @@ class FakeWorker:
             time.sleep(self.seconds.get(batch, 0.0))
             rows = {r: (Sample([7, r], END, [-0.5, -0.5]), 0.1) for r in range(len(ids))}
             with self.lock:
-                self.done[batch] = worker_link._Batch(list(task_ids), rows, {}, (version, 0.1, 0.0))
+                self.done[batch] = worker_link._Batch(list(task_ids), rows, {}, BatchDone(batch, version, 0.1, 0.0))
                 self.lock.notify_all()
 
         threading.Thread(target=run, daemon=True).start()
@@ -131,10 +134,9 @@ class FakeWorker:
 
 
 class FakeTrainer:
-    def __init__(self, sampler: LookaheadSampler, tokenizer: Any):
+    def __init__(self, tokenizer: Any):
         from types import SimpleNamespace
 
-        self.lookahead = sampler
         self.processing_class = tokenizer
         self.num_iterations = 1
         self.args = SimpleNamespace(generation_batch_size=4, steps_per_generation=1, gradient_accumulation_steps=1,
@@ -157,10 +159,11 @@ def test_slow_batches_reach_the_update_in_order_within_the_bound_and_none_is_dro
     monkeypatch.setattr(ahead, "prompt_ids", lambda tokenizer, prompt: [len(prompt.messages[0]["content"])])
     rows = [{"prompt": [{"role": "user", "content": f"task {i}" + " slow" * (i == 1)}], "task_id": f"t{i}"}
             for i in range(3)]
-    sampler = LookaheadSampler(Repeat(3, 4))  # a batch: one prompt's group of 4
-    trainer = FakeTrainer(sampler, Tokens())
     worker = FakeWorker({1: 1.0})
-    rollouts = AheadRollouts(PromptIndex(rows), rows, worker, max_staleness=2)
+    engine = AheadEngine(worker, [])
+    sampler = engine.wrap_sampler(Repeat(3, 4))  # a batch: one prompt's group of 4
+    trainer = FakeTrainer(Tokens())
+    rollouts = AheadRollouts(PromptIndex(rows), rows, engine, max_staleness=2)
     order = (i for _ in range(3) for i in sampler)  # epochs, as the trainer draws them
     seen = []
     for step in range(6):
@@ -183,9 +186,9 @@ def test_a_batch_that_is_not_the_one_asked_for_is_a_loud_error(monkeypatch) -> N
     rows = [{"prompt": [{"role": "user", "content": f"task {i}"}], "task_id": f"t{i}"} for i in range(2)]
 
     def started() -> tuple[AheadRollouts, FakeTrainer, Any]:
-        sampler = LookaheadSampler(Repeat(2, 4))
-        trainer = FakeTrainer(sampler, Tokens())
-        return AheadRollouts(PromptIndex(rows), rows, FakeWorker({}), max_staleness=1), trainer, iter(sampler)
+        engine = AheadEngine(FakeWorker({}), [])
+        sampler = engine.wrap_sampler(Repeat(2, 4))
+        return AheadRollouts(PromptIndex(rows), rows, engine, max_staleness=1), FakeTrainer(Tokens()), iter(sampler)
 
     rollouts, trainer, order = started()
     drawn = [next(order) for _ in range(4)]
@@ -282,18 +285,19 @@ def test_the_worker_s_engine_follows_pushed_weights_and_a_dead_worker_fails_fast
         ids = [tokenizer("Write add.")["input_ids"]] * 3
         worker.request(0, ids, [None] * 3, 5, min_version=1)  # waits for version 1
         batch = worker.take(0)
-        assert batch.done[0] == 1 and len(batch.rows) == 3
+        assert batch.done.version == 1 and len(batch.rows) == 3
         assert all(s.logprobs and len(s.logprobs) == len(s.ids) for s, _ in batch.rows.values())
-        version, load_s, gap, engine_v1 = worker.loads[-1]
-        assert version == 1 and load_s > 0 and gap < 1e-4
-        assert probe_gap(trainer_v0, engine_v1) > 1e-2  # the weights did change
+        [load] = worker.take_loads()
+        assert load.version == 1 and load.load_s > 0 and load.probe_gap < 1e-4
+        assert probe_gap(trainer_v0, load.probe) > 1e-2  # the weights did change
 
         # A file that holds other weights than the trainer's: the check sees it.
         stale = AutoModelForCausalLM.from_pretrained(tiny_vllm_model_dir, dtype=torch.float32)
         worker.push(2, stale, probe_logps(model, probe, 1.0))
         worker.request(1, ids, [None] * 3, 5, min_version=2)
         worker.take(1)
-        assert worker.loads[-1][0] == 2 and worker.loads[-1][2] > 1e-2
+        [load] = worker.take_loads()
+        assert load.version == 2 and load.probe_gap > 1e-2
 
         os.kill(worker.process.pid, signal.SIGKILL)
         worker.request(2, ids, [None] * 3, 5, min_version=2)

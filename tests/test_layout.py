@@ -190,3 +190,96 @@ def test_language_facts_are_tabled_only_in_sandbox_languages() -> None:
     found = {f"{p.relative_to(PACKAGE.parent)}:{line}" for p in PACKAGE.rglob("*.py")
              if not str(p.relative_to(PACKAGE.parent)).startswith(LANGUAGE_HOMES) for line in language_tables(p)}
     assert not found, f"tables keyed by language outside grpo_code/sandbox/languages.py: {sorted(found)}"
+
+
+FOREIGN_WRITES: dict[str, str] = {}
+"""``module:target`` of each attribute a module of ``training/`` sets on an object it did not
+create, with why (none now: a number measured is returned, not left on another object)."""
+
+
+MAKES = (ast.Call, ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Set, ast.SetComp)
+"""Expressions that make a new object (a list of rows made here holds rows made here)."""
+
+
+def foreign_writes(path: Path) -> list[str]:
+    """Attribute assignments outside constructors on objects the code did not create: a
+    target ``x.attr`` (or ``x[k].attr``) whose ``x`` is not ``self`` or ``cls``, not one of
+    the object's own containers (``self.items[k].attr``), and not a name its function (or
+    one around it) bound to an object it made (``x = Thing(...)``, ``with Thing(...) as x``,
+    ``rows = [Row(...) ...]``)."""
+    found: list[str] = []
+
+    def base_name(node: ast.expr) -> str | None:
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    def visit(fn: ast.FunctionDef | ast.AsyncFunctionDef, outer: set[str]) -> None:
+        made = set(outer)
+        made |= {t.id for node in ast.walk(fn) if isinstance(node, ast.Assign) and isinstance(node.value, MAKES)
+                 for t in node.targets if isinstance(t, ast.Name)}
+        made |= {item.optional_vars.id for node in ast.walk(fn) if isinstance(node, ast.With | ast.AsyncWith)
+                 for item in node.items if isinstance(item.optional_vars, ast.Name)
+                 and isinstance(item.context_expr, ast.Call)}
+        for node in ast.walk(fn):
+            if node is not fn and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(node, made)
+        if fn.name == "__init__":
+            return
+        for node in _own_nodes(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AugAssign | ast.AnnAssign) else []
+            for target in targets:
+                for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                    if not isinstance(t, ast.Attribute):
+                        continue
+                    base = t.value
+                    name = base_name(base)
+                    if isinstance(base, ast.Name) and name in ("self", "cls"):
+                        continue  # its own state
+                    if name in made:
+                        continue  # an object its function made, or one inside a container it made
+                    if (isinstance(base, ast.Subscript) and isinstance(base.value, ast.Attribute)
+                            and isinstance(base.value.value, ast.Name) and base.value.value.id == "self"):
+                        continue  # an item of one of its own containers
+                    found.append(f"{path.stem}:{ast.unparse(t)}")
+
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    visit(fn, set())
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            visit(fn, set())
+    return found
+
+
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """The nodes of a function, not those of the functions inside it."""
+    out, todo = [], list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def test_the_checker_finds_a_write_on_another_object(tmp_path: Path) -> None:
+    path = tmp_path / "probe.py"
+    path.write_text("class A:\n    def __init__(self, t):\n        t.ok = 1\n"
+                    "    def run(self, trainer, push):\n        self.mine = 1\n        self.rows[0].done = 2\n"
+                    "        box = Box()\n        box.value = 3\n        trainer.weight_sync_s = 4\n"
+                    "        push.push_s, self.x = None, 5\n        self.trainer.flag = 6\n")
+    assert sorted(foreign_writes(path)) == ["probe:push.push_s", "probe:self.trainer.flag", "probe:trainer.weight_sync_s"]
+
+
+def test_no_training_module_sets_an_attribute_on_an_object_it_did_not_create() -> None:
+    """What a producer measured is returned to whoever asked (``take_metrics``), not written
+    onto another object for someone to find (the mailboxes ``trainer.weight_sync_s`` and
+    ``push.push_s`` were): results do not depend on call order."""
+    found = [hit for path in sorted((PACKAGE / "training").glob("*.py")) for hit in foreign_writes(path)]
+    found += foreign_writes(PACKAGE / "train.py")
+    assert sorted(found) == sorted(FOREIGN_WRITES), found

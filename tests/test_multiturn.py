@@ -125,7 +125,7 @@ def test_eval_turns_feed_back_public_failures_count_by_turn_and_resume(tmp_path:
 
 
 class FakeTrainer:
-    """What a rollout uses of the trainer, with scripted answers (``sample_rows``): task a is
+    """What a rollout uses of the trainer, and its engine with scripted answers: task a is
     right once told, task b never. Records the prompt ids of every turn; even rows end
     while the others are still generating."""
 
@@ -140,8 +140,14 @@ class FakeTrainer:
         self.args = SimpleNamespace(seed=0)
         self.accelerator = SimpleNamespace(process_index=0)
 
-    def sample_rows(self, trainer, prompt_ids, seed, watch):  # noqa: ANN001, ANN201
+    importance_sampled = False
+
+    def take_metrics(self) -> dict:
+        return {}
+
+    def generate(self, trainer, prompt_ids, seed, watch):  # noqa: ANN001, ANN201
         from grpo_code.generation.stream import END, Sample
+        from grpo_code.training.engines import Generated
 
         self.turn_prompts.append(prompt_ids)
         later = len(self.turn_prompts) > 1
@@ -154,7 +160,7 @@ class FakeTrainer:
         for i in range(0, len(out), 2):  # these rows end early: their checks start during the turn
             if watch is not None:
                 watch.finish(i, out[i])
-        return out
+        return Generated(out, 0, 0.0)
 
 
 def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(demo_model_dir: Path,
@@ -171,13 +177,12 @@ def test_a_training_rollout_masks_the_feedback_and_never_shows_a_hidden_test(dem
     rows = ["mt/a", "mt/a", "mt/b", "mt/b"]
     prompts = [render(tasks[t], "chat").for_trl() for t in rows]
     trainer = FakeTrainer(tokenizer)
-    monkeypatch.setattr(multiturn, "sample_rows", trainer.sample_rows)
     index = PromptIndex([{"prompt": p, "task_id": t} for p, t in zip(prompts, rows, strict=True)])
     with Sandbox(SandboxConfig(backend="local", workers=1)) as sandbox:
         submitted = []
         submit = sandbox.submit
         sandbox.submit = lambda job: submitted.append(job) or submit(job)  # type: ignore[method-assign]
-        rollout = multiturn.MultiTurnRollout(index, Verifier(tasks, sandbox), turns=3)
+        rollout = multiturn.MultiTurnRollout(index, Verifier(tasks, sandbox), turns=3, engine=trainer)
         out = rollout(prompts, trainer)
     assert len(submitted) == 4 + 4  # after turns 1 and 2; a check started early is not run again
     assert out["turns"] == [2, 2, 3, 3]  # a: fixed at turn 2, then its public test passes

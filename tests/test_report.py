@@ -52,7 +52,8 @@ def test_report_of_runs_and_evals_writes_valid_pngs_embedded_in_one_html_page(tm
                 "train_timing.png", "train_filter.png", "eval_pass_at_k.png", "eval_tasks.png", "eval_verdicts.png"}
     assert {f.file for f in report.figures} == expected
     # Single-turn runs and evals: the multi-turn figures are notes, not plots.
-    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Multi-turn rollouts"), ("evals", "pass@1 by turn")]
+    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Held-out pass@1 during training"),
+                                                      ("runs", "Multi-turn rollouts"), ("evals", "pass@1 by turn")]
     for name in expected:
         assert_png(out / name)
     page = report.html.read_text()
@@ -69,8 +70,10 @@ def test_report_of_runs_and_evals_writes_valid_pngs_embedded_in_one_html_page(tm
 
 def test_missing_metrics_skip_their_plot_with_a_note(tmp_path: Path) -> None:
     report = build_report([RUN], tmp_path / "r")
-    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Prompt-filter savings"), ("runs", "Multi-turn rollouts")]
-    assert "train.filter.enabled: false" in report.skipped[0][2]
+    assert [(s, t) for s, t, _ in report.skipped] == [("runs", "Held-out pass@1 during training"),
+                                                      ("runs", "Prompt-filter savings"), ("runs", "Multi-turn rollouts")]
+    assert "train.eval_every" in report.skipped[0][2]
+    assert "train.filter.enabled: false" in report.skipped[1][2]
     assert not (tmp_path / "r" / "train_filter.png").exists()
     assert "Prompt-filter savings: prompt filter off" in report.html.read_text()
 
@@ -83,7 +86,7 @@ def test_missing_metrics_skip_their_plot_with_a_note(tmp_path: Path) -> None:
         json.dumps({"step": r["step"], "reward": r["reward"]}) + "\n" for r in rows if "reward" in r))
     report = build_report([bare], tmp_path / "bare-report")
     assert [f.file for f in report.figures] == ["train_reward.png"]
-    assert len(report.skipped) == 6 and all(why for _, _, why in report.skipped)
+    assert len(report.skipped) == 7 and all(why for _, _, why in report.skipped)
     assert_png(tmp_path / "bare-report" / "train_reward.png")
 
 
@@ -104,6 +107,26 @@ def test_multi_turn_runs_and_evals_get_their_per_turn_figures(tmp_path: Path) ->
     assert {"train_turns.png", "eval_turns.png"} <= {f.file for f in report.figures}
     assert_png(tmp_path / "r" / "train_turns.png")
     assert_png(tmp_path / "r" / "eval_turns.png")
+
+
+def test_held_out_eval_lines_are_plotted_beside_the_reward_and_kept_by_step(tmp_path: Path) -> None:
+    """``train.eval_every`` writes a line of its own per policy version (step = version):
+    the reader merges it into that step, the summary reads the curve and the report plots it."""
+    from grpo_code import metric_names as M
+    from grpo_code.report.load import read_metrics, step_values
+
+    run = tmp_path / "run-eval"
+    run.mkdir()
+    shutil.copy(RUN / "config.yaml", run)
+    lines = (RUN / "metrics.jsonl").read_text().splitlines()
+    held = [json.dumps({"step": v, M.EVAL_PASS1: p, M.EVAL_VERSION: v}) for v, p in ((4, 0.1), (8, 0.2), (12, 0.25))]
+    (run / "metrics.jsonl").write_text("\n".join(lines + held) + "\n")
+    rows = read_metrics(run / "metrics.jsonl")
+    assert step_values(rows, M.EVAL_PASS1) == [(4, 0.1), (8, 0.2), (12, 0.25)]
+    assert [r["step"] for r in rows] == list(range(1, 13)) and all("reward" in r for r in rows)
+    report = build_report([run], tmp_path / "r")
+    assert "train_held_out.png" in {f.file for f in report.figures}
+    assert_png(tmp_path / "r" / "train_held_out.png")
 
 
 def test_run_summary_numbers_match_the_metrics_file() -> None:
@@ -217,10 +240,11 @@ def test_batch_metrics_log_every_verdict_pass_included() -> None:
 
     from grpo_code.rewards.metrics import batch_metrics
     from grpo_code.sandbox.results import Verdict
+    from grpo_code.verify.runs import Source
 
     tests = [SimpleNamespace(verdict=v, attested=True) for v in (Verdict.PASS, Verdict.FAIL, Verdict.NOT_RUN, Verdict.NOT_RUN)]
     result = SimpleNamespace(status=SimpleNamespace(), tests=tests, duration_ms=5.0)
-    scored = [SimpleNamespace(source="executed", result=result, reward=0.25)]
+    scored = [SimpleNamespace(source=Source.EXECUTED, result=result, reward=0.25)]
     m = batch_metrics(scored)
     shares = {v.value: m[f"tests/{v.value}"] for v in Verdict}
     assert shares["pass"] == 0.25 and shares["fail"] == 0.25 and shares["not_run"] == 0.5

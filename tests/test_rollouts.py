@@ -20,7 +20,8 @@ from grpo_code.generation.hf import HFGenerator
 from grpo_code.rewards.functions import build_reward_funcs, reward_verifier
 from grpo_code.sandbox import Sandbox
 from grpo_code.tasks import load_suite, render
-from grpo_code.training.rollouts import PromptIndex, Rollouts, trl_prompt
+from grpo_code.training.engines import TransformersEngine
+from grpo_code.training.rollouts import PromptIndex, Rollouts, training_sampling, trl_prompt
 
 N = 4
 MAX_NEW = 48
@@ -51,7 +52,7 @@ def test_a_training_rollout_samples_and_judges_like_eval(tiny_model_dir: Path) -
     with Sandbox(SandboxConfig(backend="local", workers=2)) as sandbox:
         cfg = RewardsConfig()
         verifier = reward_verifier(cfg, sandbox, load_suite("demo").split("1-4"))
-        rollouts = Rollouts(PromptIndex(rows), verifier, "chat")
+        rollouts = Rollouts(PromptIndex(rows), verifier, "chat", TransformersEngine(training_sampling(trainer.args)))
         rollouts.seeds = lambda trainer: chunk_seed  # the seed eval gave this chunk
         batch = [r["prompt"] for r in rows for _ in range(N)]
         out = rollouts(batch, trainer)
@@ -110,7 +111,6 @@ def test_hf_rollouts_sample_under_the_trainer_s_autocast(tiny_model_dir: Path) -
     policy the update scores (its matmuls in bf16), and in fp32 without it."""
     import torch
 
-    from grpo_code.training.rollouts import sample_rows
 
     gen = HFGenerator(resolve(str(tiny_model_dir)), dtype="float32")
     [prompt] = [render(load_suite("demo").split("1-4").tasks[0], "chat")]
@@ -132,11 +132,12 @@ def test_hf_rollouts_sample_under_the_trainer_s_autocast(tiny_model_dir: Path) -
 
     try:
         trainer = fake_trainer(gen.model, gen.tokenizer, sampling)
-        plain = sample_rows(trainer, [gen.prompt_ids(prompt)] * 2, 5, None, sampling)
+        engine = TransformersEngine(sampling)
+        plain = engine.generate(trainer, [gen.prompt_ids(prompt)] * 2, 5, None).samples
         assert set(seen) == {torch.float32}
         seen.clear()
         trainer.accelerator = Bf16(trainer.accelerator)
-        mixed = sample_rows(trainer, [gen.prompt_ids(prompt)] * 2, 5, None, sampling)
+        mixed = engine.generate(trainer, [gen.prompt_ids(prompt)] * 2, 5, None).samples
         assert set(seen) == {torch.bfloat16}
         assert all(len(s.ids) >= 1 for s in plain + mixed)
     finally:

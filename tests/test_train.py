@@ -359,7 +359,7 @@ def test_the_watch_stops_a_row_once_its_program_is_whole(demo_model_dir: Path) -
     task_ids = [task.id] * len(rows)
 
     def watch_for(overlap: bool, stop_after_code: bool) -> Watch:
-        rollouts = Rollouts(PromptIndex([]), verifier, "chat", early if overlap else None, stop_after_code)
+        rollouts = Rollouts(PromptIndex([]), verifier, "chat", None, early if overlap else None, stop_after_code)
         return rollouts.watch(tok, task_ids, lambda row, sample: submitted.append(row))
 
     def feed(watch: Watch) -> list[int | None]:
@@ -618,6 +618,28 @@ def test_grpo_run_on_a_tiny_model_learns_from_the_sandbox_and_resumes(
 
 
 @pytest.mark.docker
+def test_held_out_eval_during_training_logs_pass_at_1_at_each_due_version(
+        tiny_model_dir: Path, docker_ready: None, one_thread: None, tmp_path: Path) -> None:
+    """``train.eval_every=1`` on 2 steps: the held-out tasks are sampled with the weights of
+    version 1 (in step 2's generation call) and, after the last step, of version 2; each
+    version's line has its pass@1 and version, the summary prints the curve, and the
+    training rows are what they are without it."""
+    run = tmp_path / "run"
+    tiny = [*TINY, f"model.name={tiny_model_dir}", "train.eval_every=1", "tasks.eval_split=2-3", "eval.n=2"]
+    result = runner.invoke(app, ["train", *tiny, f"output.dir={run}"])
+    assert result.exit_code == 0, result.output
+    rows = read_jsonl(run / "metrics.jsonl")
+    held = [r for r in rows if "eval/pass@1" in r]
+    assert [(r["step"], r["eval/policy_version"]) for r in held] == [(1, 1), (2, 2)]
+    assert all(r["eval/tasks"] == 2 and r["eval/samples"] + r["eval/masked"] == 4 for r in held)
+    assert all(0.0 <= r["eval/pass@1"] <= 1.0 for r in held)
+    assert "held-out pass@1 by policy version: v1 " in result.stdout and ", v2 " in result.stdout
+    assert "held-out eval every 1 updates: 2 tasks of split 2-3" in result.output
+    completions = read_jsonl(run / "completions.jsonl")
+    assert len(completions) == 16  # the held-out rows are not training rows
+
+
+@pytest.mark.docker
 def test_a_multi_turn_run_logs_conversations_and_resumes_bit_for_bit(
         tiny_model_dir: Path, docker_ready: None, one_thread: None, tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -647,12 +669,13 @@ def test_a_masked_row_keeps_its_reason_in_the_completions_log() -> None:
     from grpo_code.rewards.functions import Scored
     from grpo_code.sandbox.types import Result
     from grpo_code.training.rollout_log import completion_record as _completion_record
+    from grpo_code.verify.runs import Source
     from grpo_code.verify.verifier import Judged
 
-    lost = Judged("t/1", Result.infra_error(2, "worker-1: the executor went away"), "executed", "fenced", "x = 1")
+    lost = Judged("t/1", Result.infra_error(2, "worker-1: the executor went away"), Source.EXECUTED, "fenced", "x = 1")
     record = _completion_record("t/1", "```python\nx = 1\n```", Scored(lost, None))
     assert record["status"] == "infra_error" and record["masked_because"] == "worker-1: the executor went away"
-    cut = _completion_record("t/1", "```python\nx =", Scored(Judged("t/1", None, "unfinished", "fenced", "x ="), 0.0))
+    cut = _completion_record("t/1", "```python\nx =", Scored(Judged("t/1", None, Source.UNFINISHED, "fenced", "x ="), 0.0))
     assert cut["status"] == "unfinished" and "masked_because" not in cut
 
 

@@ -25,13 +25,23 @@ REWARD_S = 0.05  # how long the reward function takes
 PACKAGE = Path(__file__).resolve().parents[1] / "grpo_code"
 
 TOUCH_POINTS = {
-    "_get_train_sampler": "the prompt filter's sampler: TRL has no public way to choose it",
-    "_get_per_token_logps_and_entropies": "train.trim_padding: no hook into TRL's forward pass",
-    "use_vllm": "our engine in TRL's place (the rollout worker ahead of the update; the CPU build's colocated "
-                "engine, whose KV cache TRL cannot size): TRL's importance-sampling correction and weight sync run "
-                "only with its vLLM flag, which is set after __init__ with our engine as vllm_generation",
+    "_get_train_sampler": "trl: the prompt filter's sampler (overridden): TRL has no public way to choose it",
+    "_get_per_token_logps_and_entropies": "trl: train.trim_padding (overridden): no hook into TRL's forward pass",
+    "_last_loaded_step": "trl: our engine in TRL's place (the rollout worker ahead of the update; the CPU build's "
+                         "colocated engine, whose KV cache TRL cannot size): TRL's importance-sampling correction "
+                         "and weight sync run only with its vLLM flag, set after __init__ with our engine as "
+                         "vllm_generation and this step marker reset as TRL's __init__ would",
 }
-"""Every private TRL/vLLM surface grpo-code touches, with its reason (at most three)."""
+"""Every private TRL/vLLM attribute grpo-code reads, writes, calls or overrides, with its
+reason (at most three): :func:`private_touches` finds them."""
+
+OTHER_PRIVATE = {
+    "_sock": "docker-py: the raw socket under an attach stream (grpo_code/sandbox/docker_backend.py)",
+    "_run_exitfuncs": "atexit: run a program's exit handlers before a forked child ends (executor/ending.py)",
+    "_shutdown": "threading: wait for a program's threads as the interpreter does at exit (executor/ending.py)",
+    "_is_mkldnn_bf16_supported": "torch: whether oneDNN multiplies bf16 natively (generation/vllm.py)",
+}
+"""Private attributes of other libraries the package touches (not TRL's or vLLM's)."""
 
 
 class FixedSampler(Sampler[int]):
@@ -73,7 +83,8 @@ def step(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     from grpo_code.generation.base import end_token_ids, prompt_ids
     from grpo_code.generation.stream import TokenKinds, Watch
     from grpo_code.training import trl_seam
-    from grpo_code.training.rollouts import sample_rows, trl_prompt
+    from grpo_code.training.engines import TransformersEngine
+    from grpo_code.training.rollouts import training_sampling, trl_prompt
 
     seen: dict[str, Any] = defaultdict(list)
 
@@ -91,7 +102,7 @@ def step(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         watch = Watch(TokenKinds(trainer.processing_class), on_end=lambda row, s: ended.append((row, s.ended)),
                       is_whole=lambda row, so_far: row == STOP_ROW and len(so_far) >= STOP_AT)
         watch.kinds = lambda token: (True, True)  # every token may end a program here
-        samples = sample_rows(trainer, ids, 0, watch)
+        samples = TransformersEngine(training_sampling(trainer.args)).generate(trainer, ids, 0, watch).samples
         seen["samples"].append(samples)
         seen["ended"].append(ended)
         return {"prompt_ids": ids, "completion_ids": [s.ids for s in samples], "logprobs": None,
@@ -174,22 +185,95 @@ def _overrides() -> set[str]:
             and not n.name.startswith("__") and n.name in dir(__import__("trl").GRPOTrainer)}
 
 
+def trl_names() -> set[str]:
+    """Every private name of TRL's trainer: its methods and the attributes its classes
+    (TRL's and transformers' ``Trainer``) set on ``self``."""
+    import inspect
+    import re
+
+    import trl
+
+    names = {n for n in dir(trl.GRPOTrainer) if n.startswith("_") and not n.startswith("__")}
+    for cls in trl.GRPOTrainer.__mro__:
+        if cls.__module__.startswith(("trl", "transformers")):
+            names |= set(re.findall(r"self\.(_[A-Za-z]\w*)", inspect.getsource(cls)))
+    return {n for n in names if not n.startswith("__")}
+
+
+def private_touches(package: Path, trl_private: set[str]) -> dict[str, list[str]]:
+    """Private attributes of other libraries that the package reads, writes, calls or
+    overrides, each with where: (1) in a subclass of TRL's trainer, a name of ``trl_private``
+    touched on ``self`` or ``super()`` or defined as a method; (2) anywhere, ``x._name``
+    (``getattr(x, "_name")`` too) on an object not ``self``, when no module of the package
+    defines or sets ``_name`` itself."""
+    trees = {p: ast.parse(p.read_text()) for p in package.rglob("*.py")}
+    ours: set[str] = set()
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                ours.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                ours.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                ours.add(node.attr)
+    found: dict[str, list[str]] = defaultdict(list)
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    for path, tree in trees.items():
+        where = str(path.relative_to(package.parent))
+        trl_classes = {"GRPOTrainer", "SeamTrainer"}
+        for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+            if not {ast.unparse(b).split(".")[-1] for b in cls.bases} & trl_classes:
+                continue
+            for node in ast.walk(cls):
+                if isinstance(node, ast.FunctionDef) and node.name in trl_private:
+                    found[node.name].append(f"{where}:{node.lineno} (overrides)")
+                elif (isinstance(node, ast.Attribute) and node.attr in trl_private
+                      and ast.unparse(node.value) in ("self", "super()")):
+                    found[node.attr].append(f"{where}:{node.lineno}")
+        for node in ast.walk(tree):
+            name = base = None
+            if isinstance(node, ast.Attribute) and private(node.attr):
+                name, base = node.attr, ast.unparse(node.value)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                    "getattr", "setattr", "hasattr") and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and isinstance(node.args[1].value, str) and private(node.args[1].value)):
+                name, base = node.args[1].value, ast.unparse(node.args[0])
+            if name is not None and base not in ("self", "cls", "super()") and name not in ours:
+                found[name].append(f"{where}:{node.lineno}")
+    return dict(found)
+
+
+def test_the_scan_finds_every_kind_of_private_touch(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "m.py").write_text(
+        "class T(SeamTrainer):\n"
+        "    def _get_train_sampler(self):\n        return super()._get_train_sampler()\n"
+        "    def go(self, llm):\n        self._last_loaded_step = -1\n        self._mine = 1\n"
+        "        llm.llm_engine._engine_core.step()\n        getattr(llm, '_hidden')\n"
+        "        return self._mine, llm._own\n"
+        "def own(x):\n    x._own = 2\n")
+    found = private_touches(package, {"_get_train_sampler", "_last_loaded_step", "_other"})
+    assert set(found) == {"_get_train_sampler", "_last_loaded_step", "_engine_core", "_hidden"}
+    assert found["_get_train_sampler"] == ["pkg/m.py:2 (overrides)", "pkg/m.py:3"]
+
+
 def test_the_private_touch_points_are_the_listed_three() -> None:
-    """Every private TRL method SeamTrainer overrides, and the TRL attributes set on an
-    instance, are listed with their reasons; nothing else in the package overrides TRL's
-    privates or replaces a method of TRL's engine."""
+    """Every private TRL or vLLM attribute the package reads, writes, calls or overrides is
+    one of the listed three, each with its reason; the other libraries' privates are listed
+    too, so a new touch of any fails here (the seam's claim: nothing else reaches inside
+    TRL or vLLM)."""
     assert len(TOUCH_POINTS) <= 3
-    assert _overrides() == {k for k in TOUCH_POINTS if k.startswith("_")}
+    found = private_touches(PACKAGE, trl_names())
+    assert set(found) == set(TOUCH_POINTS) | set(OTHER_PRIVATE), found
+    for name in TOUCH_POINTS:
+        assert all(w.startswith("grpo_code/training/trl_seam.py:") for w in found[name]), (name, found[name])
+    assert _overrides() == {"_get_train_sampler", "_get_per_token_logps_and_entropies"}
     seam = (PACKAGE / "training" / "trl_seam.py").read_text()
     assert "sync_weights = " not in seam
-    assert "self.use_vllm = True" in seam and "self._last_loaded_step = -1" in seam
-    trl_private = set(dir(__import__("trl").GRPOTrainer))
-    for path in PACKAGE.rglob("*.py"):
-        if path.name == "trl_seam.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("_") and not node.name.startswith("__"):
-                assert node.name not in trl_private, f"{path}: overrides {node.name}"
 
 
 def test_no_module_patches_generate_engines_or_trl_globals() -> None:
@@ -246,7 +330,8 @@ def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_
     from trl import GRPOConfig
 
     from grpo_code.generation.base import prompt_ids as ids_of
-    from grpo_code.training.rollouts import sample_rows, trl_prompt
+    from grpo_code.training.engines import TransformersEngine
+    from grpo_code.training.rollouts import training_sampling, trl_prompt
     from grpo_code.training.trl_seam import SeamTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -255,9 +340,10 @@ def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_
 
     def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
         prompt_ids = [ids_of(trainer.processing_class, trl_prompt(p)) for p in prompts]
-        first = [s.ids for s in sample_rows(trainer, prompt_ids, 0, None)]
-        second = [s.ids for s in sample_rows(trainer, [p + f + feedback_ids for p, f in
-                                                       zip(prompt_ids, first, strict=True)], 1, None)]
+        engine = TransformersEngine(training_sampling(trainer.args))
+        first = [s.ids for s in engine.generate(trainer, prompt_ids, 0, None).samples]
+        second = [s.ids for s in engine.generate(trainer, [p + f + feedback_ids for p, f in
+                                                           zip(prompt_ids, first, strict=True)], 1, None).samples]
         ids = [f + feedback_ids + s for f, s in zip(first, second, strict=True)]
         mask = [[1] * len(f) + [0] * len(feedback_ids) + [1] * len(s) for f, s in zip(first, second, strict=True)]
         seen["mask"] = mask
@@ -294,7 +380,7 @@ def test_rollout_func_env_mask_keeps_feedback_tokens_out_of_the_loss(tiny_model_
 
 def test_a_rollout_worker_stands_in_for_trls_engine_and_its_log_probs_are_weighed(
         tiny_model_dir: Path, tmp_path: Path) -> None:
-    """Touch point 3: with ``use_engine`` TRL calls the push's ``sync_weights`` once
+    """Touch point 3: with ``use_engine`` TRL calls the engine's ``sync_weights`` once
     per step, weighs the rollout's log-probs (truncated at ``clip_max``) and our clipped share
     of those ratios is logged with the step. Row 0's behaviour log-probs are far below the
     trainer's (a ratio past any cap), the others' at the trainer's own."""
@@ -304,14 +390,28 @@ def test_a_rollout_worker_stands_in_for_trls_engine_and_its_log_probs_are_weighe
 
     from grpo_code.generation.base import prompt_ids
     from grpo_code.training import trl_seam
+    from grpo_code.training.engines import EngineKind
     from grpo_code.training.rollouts import trl_prompt
 
     class Push:
+        """An engine ahead of the update, as TRL sees it."""
+
+        kind = EngineKind.AHEAD
+        importance_sampled = True
+
         def __init__(self) -> None:
             self.steps: list[int] = []
+            self.sampler = None
+
+        def attach(self, trainer: Any) -> None:
+            self.trainer = trainer
+
+        def wrap_sampler(self, sampler: Any) -> Any:
+            self.sampler = sampler
+            return sampler
 
         def sync_weights(self) -> None:
-            self.steps.append(trainer.state.global_step)
+            self.steps.append(self.trainer.state.global_step)
 
     def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
         ids = [prompt_ids(trainer.processing_class, trl_prompt(p)) for p in prompts]
@@ -339,9 +439,9 @@ def test_a_rollout_worker_stands_in_for_trls_engine_and_its_log_probs_are_weighe
     trainer = trl_seam.SeamTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=data,
                                    processing_class=tokenizer, rollout_func=rollout)
     push = Push()
-    trainer.use_engine(push, ahead=True)
+    trainer.use_engine(push)
     trainer.train()
-    assert push.steps == [0, 1]
+    assert push.steps == [0, 1] and push.sampler is not None
     logged = [h for h in trainer.state.log_history if "loss" in h]
     assert len(logged) == 2
     for h in logged:

@@ -75,8 +75,9 @@ def test_the_colocated_engine_is_sized_for_the_batch_and_follows_the_trained_wei
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from grpo_code.generation.base import Sampling
     from grpo_code.generation.vllm import cpu_build, kv_cache_bytes
-    from grpo_code.training.colocated import ColocatedEngine, engine_size
+    from grpo_code.training.colocated import ColocatedEngine, colocated_llm, engine_size
 
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(key, raising=False)
@@ -89,10 +90,11 @@ def test_the_colocated_engine_is_sized_for_the_batch_and_follows_the_trained_wei
     size = engine_size(model, 100, args, "float32")
     assert size.max_model_len == 100 + 128 + 16
     assert size.kv_bytes == kv_cache_bytes(model.config, "float32", 8 * 244) < 100 << 20
-    accelerator = SimpleNamespace(process_index=0, local_process_index=0, num_processes=1,
-                                  unwrap_model=lambda m: m)
-    trainer = SimpleNamespace(accelerator=accelerator, model=model, weight_sync_s=None)
-    engine = ColocatedEngine(trainer, str(demo_model_dir), str(demo_model_dir), "float32", size, 0.3)
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(unwrap_model=lambda m: m), model=model)
+    engine = ColocatedEngine(colocated_llm(str(demo_model_dir), str(demo_model_dir), "float32", size, 0.3), size,
+                             Sampling())
+    engine.attach(trainer)
+    assert engine.take_metrics() == {}
     llm = engine.llm
     if cpu_build():
         assert llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == size.kv_bytes
@@ -112,7 +114,8 @@ def test_the_colocated_engine_is_sized_for_the_batch_and_follows_the_trained_wei
     assert gap(before, initial) < 0.02  # vLLM and transformers agree on the loaded weights
     assert gap(initial, trained) > 0.1  # the change is visible in the log-probs
     assert gap(after, trained) < 0.02 < gap(after, initial), (gap(after, trained), gap(after, initial))
-    assert trainer.weight_sync_s is not None and trainer.weight_sync_s > 0
+    assert engine.take_metrics()["timing/weight_sync_s"] > 0
+    assert engine.take_metrics() == {}  # returned once
 
 
 def test_the_engine_loop_streams_rows_stops_one_and_seeds_each_row_on_its_own(demo_model_dir: Path):
@@ -227,7 +230,8 @@ def test_a_training_rollout_on_the_cpu_build_samples_like_eval(tiny_vllm_model_d
     from grpo_code.rewards.functions import reward_verifier
     from grpo_code.sandbox import Sandbox
     from grpo_code.tasks import load_suite, render
-    from grpo_code.training.rollouts import PromptIndex, Rollouts
+    from grpo_code.training.colocated import ColocatedEngine
+    from grpo_code.training.rollouts import PromptIndex, Rollouts, training_sampling
 
     tasks = load_suite("demo").split("1-4").tasks[:2]
     prompts = [render(t, "chat") for t in tasks]
@@ -235,12 +239,11 @@ def test_a_training_rollout_on_the_cpu_build_samples_like_eval(tiny_vllm_model_d
     eval_gen = VLLMGenerator(resolve(str(tiny_vllm_model_dir)), dtype="float32")
     evaluated = eval_gen.generate(prompts, sampling, seed=3)
     trainer = fake_trainer(None, eval_gen.tokenizer, sampling)
-    trainer.use_vllm = True
-    trainer.vllm_generation = SimpleNamespace(llm=eval_gen.llm, seeded=True)  # as ColocatedEngine
     rows = [{"prompt": p.for_trl(), "task_id": t.id} for p, t in zip(prompts, tasks, strict=True)]
     with Sandbox(SandboxConfig(backend="local", workers=2)) as sandbox:
         verifier = reward_verifier(RewardsConfig(), sandbox, load_suite("demo").split("1-4"))
-        rollouts = Rollouts(PromptIndex(rows), verifier, "chat")
+        engine = ColocatedEngine(eval_gen.llm, None, training_sampling(trainer.args))
+        rollouts = Rollouts(PromptIndex(rows), verifier, "chat", engine)
         rollouts.seeds = lambda trainer: 3  # the seed eval was given
         out = rollouts([r["prompt"] for r in rows for _ in range(4)], trainer)
         verifier.close()

@@ -136,8 +136,9 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     torn last line is ignored, a damaged one named."""
     by_step: dict[int, dict[str, Any]] = {}
     for row in read_jsonl(path):
-        # Step rows carry the reward; the trainer's closing line (train_runtime, ...) does not.
-        if M.REWARD in row and isinstance(row.get("step"), int):
+        # Step rows carry the reward, a held-out eval's line its pass@1 (train.eval_every, at
+        # the step of its policy version); the trainer's closing line (train_runtime, ...) neither.
+        if (M.REWARD in row or M.EVAL_PASS1 in row) and isinstance(row.get("step"), int):
             by_step.setdefault(row["step"], {}).update(row)
     return [by_step[s] for s in sorted(by_step)]
 

@@ -408,11 +408,42 @@ def eval_verdicts(evals: list[EvalData]) -> Figure | str:
     return fig
 
 
+def held_out(runs: list[RunData]) -> Figure | str:
+    """Held-out pass@1 during training (``train.eval_every``) at each evaluated policy
+    version, on the right axis, beside the reward per step on the left."""
+    present = [(i, r) for i, r in enumerate(runs) if r.series(M.EVAL_PASS1)[0]]
+    if not present:
+        return f"no run logged {M.EVAL_PASS1} (train.eval_every)"
+    fig, axes = _figure(4.0)
+    ax = axes[0][0]
+    right = ax.twinx()
+    handles = []
+    for i, run in present:
+        xs, ys = run.series(M.REWARD)
+        ax.plot(xs, ys, color=color(i), alpha=0.35, lw=1)
+        ex, ey = run.series(M.EVAL_PASS1)
+        right.plot(ex, ey, color=color(i), lw=2.4, marker="o", ms=5)
+        if len(present) > 1:
+            handles.append(Line2D([], [], color=color(i), lw=2.4, label=run.name))
+    style = [Line2D([], [], color="#555555", alpha=0.5, lw=1, label="reward per step (left)"),
+             Line2D([], [], color="#555555", lw=2.4, marker="o", ms=5,
+                    label="held-out pass@1 at the policy version (right)")]
+    _legend_outside(fig, handles + style)
+    ax.set_ylabel("reward")
+    right.set_ylabel("held-out pass@1")
+    right.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    right.set_ylim(0, max(0.05, max(max(r.series(M.EVAL_PASS1)[1]) for _, r in present) * 1.15))
+    _step_axis(ax)
+    fig.suptitle("Held-out pass@1 beside reward")
+    return fig
+
+
 RUN_PLOTS: list[tuple[str, str, Callable[[list[RunData]], Figure | str]]] = [
     ("train_reward.png", "Reward per step", lambda runs: per_step(
         runs, M.REWARD, "reward (mean over completions)", "Reward per step")),
     ("train_pass_rate.png", "Pass rate per step", lambda runs: per_step(
         runs, M.PASS_RATE, "completions passing every test", "Pass rate per step", share=True)),
+    ("train_held_out.png", "Held-out pass@1 during training", held_out),
     ("train_verdicts.png", "Verdict mix over time", verdict_mix),
     ("train_length.png", "Completion length", completion_length),
     ("train_timing.png", "Reward wait vs sandbox busy time", timing),

@@ -10,7 +10,7 @@ earlier batch.
   that keeps every index it drew, so the prompts of batch ``b + k`` are known while batch
   ``b`` trains; the batch the trainer receives is checked against them.
 - **Which weights.** TRL syncs its engine's weights before each generation call; here that
-  sync (:class:`WeightPush`) writes the policy to a safetensors file in ``/dev/shm`` and
+  sync (:meth:`AheadEngine.sync_weights`) writes the policy to a safetensors file in ``/dev/shm`` and
   tells the worker, which loads the newest file between batches. Batch ``b`` is started once
   the worker holds a version at least ``step(b) - max_staleness``; so a whole batch (each
   group's ``G`` samples among them) comes from one version, recorded on every rollout.
@@ -37,9 +37,17 @@ from grpo_code import metric_names as M
 from grpo_code.generation.base import prompt_ids
 from grpo_code.generation.stream import WHOLE
 from grpo_code.training.engine_worker import WorkerSpec
-from grpo_code.training.rollouts import PromptIndex, Rollout, RolloutBatch, batch_seed, prompt_key, trl_prompt
-from grpo_code.training.worker_link import EngineWorker, RolloutWorkerError, WeightPush, probe_ids
-from grpo_code.verify.early import EarlyJobs
+from grpo_code.training.engines import EngineKind, EngineParts
+from grpo_code.training.rollouts import (
+    PromptIndex,
+    Rollout,
+    RolloutBatch,
+    batch_seed,
+    prompt_key,
+    trl_prompt,
+    trl_result,
+)
+from grpo_code.training.worker_link import EngineWorker, RolloutWorkerError, probe_ids, probe_logps
 
 
 class LookaheadSampler(Sampler):
@@ -95,17 +103,77 @@ class LookaheadSampler(Sampler):
         self.base.load_state_dict(state)
 
 
+class AheadEngine:
+    """The rollout worker as training's engine (:mod:`.engines`): TRL's weight sync pushes
+    the policy to it (:meth:`sync_weights`), the trainer's prompt sampler is wrapped so its
+    batches can be read ahead (:meth:`wrap_sampler`), and :class:`AheadRollouts` asks it for
+    numbered batches."""
+
+    kind = EngineKind.AHEAD
+    importance_sampled = True
+
+    def __init__(self, worker: EngineWorker, probe_ids: list[int], temperature: float = 1.0):
+        self.worker = worker
+        self.probe_ids = probe_ids
+        self.temperature = temperature
+        self.pushed = worker.version
+        self.lookahead: LookaheadSampler | None = None
+        self.trainer: Any = None
+        self._push_s: float | None = None
+
+    def attach(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def wrap_sampler(self, sampler: Any) -> LookaheadSampler:
+        """The trainer's prompt sampler, read ahead of the trainer."""
+        self.lookahead = LookaheadSampler(sampler)
+        return self.lookahead
+
+    def sync_weights(self) -> None:
+        """Push the policy of the trainer's step to the worker (TRL calls it once per step)."""
+        version = int(self.trainer.state.global_step)
+        if version <= self.pushed:
+            return
+        started = time.perf_counter()
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        probe = probe_logps(model, self.probe_ids, self.temperature)
+        self.worker.push(version, model, probe)
+        self.pushed = version
+        self._push_s = time.perf_counter() - started
+
+    def take_metrics(self) -> dict[str, float]:
+        """The last push's time, the worker's loads since the last call and how far its engine's
+        log-probs of the probe text were from the trainer's."""
+        out = {}
+        pushed, self._push_s = self._push_s, None
+        if pushed is not None:
+            out[M.WEIGHT_PUSH_S] = pushed
+        loads = self.worker.take_loads()
+        if loads:
+            out[M.WEIGHT_LOAD_S] = loads[-1].load_s
+            gaps = [load.probe_gap for load in loads if load.probe_gap == load.probe_gap]
+            if gaps:
+                out[M.PROBE_GAP] = max(gaps)
+        return out
+
+    def wait_ready(self) -> None:
+        self.worker.wait_ready()
+
+    def close(self) -> None:
+        self.worker.close()
+
+
 class AheadRollouts:
     """The ``rollout_func`` of asynchronous training: batch ``c`` from the worker, batches
     ``c + 1 .. c + ahead`` requested before it returns (module docs)."""
 
-    def __init__(self, index: PromptIndex, rows: Sequence[dict[str, Any]], worker: EngineWorker,
+    def __init__(self, index: PromptIndex, rows: Sequence[dict[str, Any]], engine: AheadEngine,
                  max_staleness: int):
         self.index = index
         self.rows = rows
-        self.worker = worker
+        self.engine = engine
+        self.worker = engine.worker
         self.max_staleness = max_staleness
-        self.push: WeightPush | None = None
         self._call: int | None = None
         """Generation calls made by this process (``None``: none yet)."""
         self._first = 0
@@ -114,9 +182,9 @@ class AheadRollouts:
         self.staleness_counts: dict[int, int] = {}
 
     def _sampler(self, trainer: Any) -> LookaheadSampler:
-        sampler = trainer.lookahead
+        sampler = self.engine.lookahead
         if sampler is None:
-            raise RuntimeError("rollouts ahead of the update need the trainer's lookahead sampler")
+            raise RuntimeError("rollouts ahead of the update need the trainer's sampler wrapped (AheadEngine.wrap_sampler)")
         return sampler
 
     def _batch_ids(self, trainer: Any, n: int) -> tuple[list[Any], list[list[int]], list[str | None]]:
@@ -169,7 +237,9 @@ class AheadRollouts:
         waited = time.perf_counter()
         batch = self.worker.take(call)
         waited = time.perf_counter() - waited
-        version, generate_s, idle_s = batch.done  # type: ignore[misc]
+        done = batch.done
+        assert done is not None  # take() returns a finished batch
+        version, generate_s, idle_s = done.version, done.generate_s, done.idle_s
         tokenizer = trainer.processing_class
         records = []
         for row, (task_id, p_ids) in enumerate(zip(task_ids, ids, strict=True)):
@@ -182,23 +252,8 @@ class AheadRollouts:
         self.staleness_counts[staleness] = self.staleness_counts.get(staleness, 0) + 1
         out = RolloutBatch(generate_s, len(records), sum(r.ended == WHOLE for r in records), len(batch.handles))
         out.metrics.update({M.STALENESS: float(staleness), M.QUEUE_DEPTH: float(depth),
-                            M.TRAINER_IDLE_S: waited, M.ENGINE_IDLE_S: idle_s})
-        if self.push is not None and self.push.push_s is not None:
-            out.metrics[M.WEIGHT_PUSH_S] = self.push.push_s
-            self.push.push_s = None
-        if self.worker.loads:
-            out.metrics[M.WEIGHT_LOAD_S] = self.worker.loads[-1][1]
-            gaps = [load[2] for load in self.worker.loads if load[2] == load[2]]
-            if gaps:
-                out.metrics[M.PROBE_GAP] = max(gaps)
-            self.worker.loads.clear()
-        return {
-            "prompt_ids": ids,
-            "completion_ids": [r.completion_ids for r in records],
-            "logprobs": [r.logprobs for r in records],
-            "rollout": records,
-            "rollout_batch": out,
-        }
+                            M.TRAINER_IDLE_S: waited, M.ENGINE_IDLE_S: idle_s, **self.engine.take_metrics()})
+        return trl_result(ids, records, out, importance_sampled=True)
 
 
 def staleness_line(counts: dict[int, int]) -> str:
@@ -219,9 +274,7 @@ def split_cores(cores: Sequence[int]) -> tuple[list[int], list[int]]:
     return cores[:half], cores[half:]
 
 
-def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], tasks: Any,
-                 verifier: Any, style: str, early: EarlyJobs | None, args: Any, resumed: bool,
-                 log: Any) -> EngineWorker:
+def start_ahead(parts: EngineParts) -> AheadEngine:
     """Start the rollout worker's process (its engine loads while the trainer is built) and,
     on the CPU build, bind the trainer to its half of the cores."""
     import torch
@@ -229,12 +282,14 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
     from grpo_code.generation.vllm import cpu_build
     from grpo_code.training.rollouts import training_sampling
 
+    cfg, args, tokenizer = parts.cfg, parts.args, parts.tokenizer
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise RolloutWorkerError("train.max_staleness > 0 runs in one training process",
                                  "launch without accelerate's multi-process mode, or set train.max_staleness: 0")
     from grpo_code.training.colocated import engine_dtype, engine_size, longest_prompt
 
-    whole = (verifier.extractor, {t.id: t for t in tasks.tasks}, style) if cfg.train.stop_after_code else None
+    whole = ((parts.verifier.extractor, {t.id: t for t in parts.tasks.tasks}, parts.style)
+             if cfg.train.stop_after_code else None)
     trainer_cores, engine_cores = [], []
     if cpu_build() and os.environ.get("GRPO_CODE_ASYNC_CORES", "split") == "split":
         trainer_cores, engine_cores = split_cores(os.sched_getaffinity(0))
@@ -242,20 +297,21 @@ def start_worker(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequ
     if torch.cuda.is_available() and torch.cuda.device_count() > 1:
         gpu = str(torch.cuda.device_count() - 1)  # the engine on the last GPU, the trainer on the first
     dtype = engine_dtype(cfg)
-    size = engine_size(model, longest_prompt(tokenizer, rows), args, dtype)
-    spec = WorkerSpec(resolved.path, resolved.tokenizer_path, dtype, training_sampling(args, cfg.generation.row_seeds),
+    size = engine_size(parts.model, longest_prompt(tokenizer, parts.rows), args, dtype)
+    spec = WorkerSpec(parts.resolved.path, parts.resolved.tokenizer_path, dtype,
+                      training_sampling(args, cfg.generation.row_seeds),
                       max_model_len=size.max_model_len, kv_bytes=size.kv_bytes, probe_ids=probe_ids(tokenizer),
                       cores=engine_cores, trust_remote_code=cfg.model.trust_remote_code, whole=whole,
                       gpu_memory_utilization=cfg.generation.vllm_gpu_memory_utilization, gpu=gpu)
-    worker = EngineWorker(spec, tokenizer, early, initial_version=-1 if resumed else 0)
+    worker = EngineWorker(spec, tokenizer, parts.early, initial_version=-1 if parts.resumed else 0)
     if trainer_cores and set(trainer_cores) != set(engine_cores):
         from grpo_code.training.engine_worker import bind_process
 
         bind_process(trainer_cores)
         torch.set_num_threads(len(trainer_cores))
-        log(f"rollouts ahead of the update (train.max_staleness: {cfg.train.max_staleness}): the worker's "
-            f"engine computes on core(s) {engine_cores}, the trainer on {trainer_cores}")
+        parts.log(f"rollouts ahead of the update (train.max_staleness: {cfg.train.max_staleness}): the worker's "
+                  f"engine computes on core(s) {engine_cores}, the trainer on {trainer_cores}")
     else:
-        log(f"rollouts ahead of the update (train.max_staleness: {cfg.train.max_staleness}): a worker process "
-            "with its own vLLM engine")
-    return worker
+        parts.log(f"rollouts ahead of the update (train.max_staleness: {cfg.train.max_staleness}): a worker "
+                  "process with its own vLLM engine")
+    return AheadEngine(worker, probe_ids(tokenizer))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,17 +23,23 @@ class MetricsLog(TrainerCallback):
         self.path = path
         self.rewards: list[tuple[int, float]] = []
         self.pass_rates: list[tuple[int, float]] = []
+        self._lock = threading.Lock()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not state.is_world_process_zero:
             return
-        record = {"step": state.global_step, "time": round(time.time(), 3), **logs}
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(record, default=float) + "\n")
+        self.write({"step": state.global_step, **logs})
         if M.REWARD in logs:
             self.rewards.append((state.global_step, float(logs[M.REWARD])))
         if M.PASS_RATE in logs:
             self.pass_rates.append((state.global_step, float(logs[M.PASS_RATE])))
+
+    def write(self, row: dict[str, Any]) -> None:
+        """One line (``step`` first, then the time): from the trainer's log, or a line of its
+        own such as a held-out eval's, which may finish on another thread."""
+        record = {"step": row["step"], "time": round(time.time(), 3), **row}
+        with self._lock, self.path.open("a") as fh:
+            fh.write(json.dumps(record, default=float) + "\n")
 
 
 class ProgressBar(TrainerCallback):

@@ -1,5 +1,6 @@
 """vLLM's CPU build colocated with the trainer: an engine of ours in the training process,
-standing where TRL expects its own (:meth:`~grpo_code.training.trl_seam.SeamTrainer.use_engine`).
+standing where TRL expects its own (:meth:`~grpo_code.training.trl_seam.SeamTrainer.use_engine`),
+one of training's rollout engines (:mod:`.engines`).
 
 Why not TRL's: TRL starts its colocated engine with no way to size its KV cache, and the
 CPU build then takes what ``VLLM_CPU_KVCACHE_SPACE`` says in whole GiB (30% of RAM
@@ -11,8 +12,8 @@ And ours prefills prompts whole, so each row takes its own seed (the rollout's
 ``CallSeeds``): a run repeats with the same seed, resumed or not.
 
 TRL calls :meth:`ColocatedEngine.sync_weights` before each generation call when the step
-moved on; the rollout (:func:`~grpo_code.training.rollouts.sample_rows`) steps ``llm``
-itself. On GPUs TRL's engine is used as TRL builds it.
+moved on; the rollout steps the engine through :meth:`ColocatedEngine.generate`. On GPUs
+TRL's engine is used as TRL builds it (:class:`~grpo_code.training.engines.TrlVllmEngine`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from grpo_code.generation.base import Sampling
+from grpo_code.generation.stream import Sample, Watch
+from grpo_code.training.engines import EngineKind, EngineParts, _OnDemand
 
 
 @dataclass(frozen=True)
@@ -50,35 +55,22 @@ def engine_size(model: Any, longest_prompt: int, args: Any, dtype: str, multi_tu
     return EngineSize(int(length), kv_cache_bytes(model.config, dtype, tokens))
 
 
-class ColocatedEngine:
+class ColocatedEngine(_OnDemand):
     """The CPU build's engine in the training process, in TRL's ``vllm_generation`` slot."""
 
+    kind = EngineKind.COLOCATED
     mode = "colocate"
-    seeded = True
-    """Each row takes its own seed (prompts are prefilled whole)."""
 
-    def __init__(self, trainer: Any, model_path: str, tokenizer_path: str, dtype: str, size: EngineSize,
-                 gpu_memory_utilization: float, trust_remote_code: bool = False):
-        from grpo_code.generation.vllm import in_process_engine
-        from grpo_code.training.engine_worker import free_port
-
-        accelerator = trainer.accelerator
-        # What vLLM's external launcher reads, as TRL sets it for its colocated engine.
-        os.environ["RANK"] = str(accelerator.process_index)
-        os.environ["LOCAL_RANK"] = str(accelerator.local_process_index)
-        os.environ["WORLD_SIZE"] = str(accelerator.num_processes)
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(free_port()))
-        self.trainer = trainer
+    def __init__(self, llm: Any, size: EngineSize | None, sampling: Sampling):
+        super().__init__(sampling)
+        self.llm = llm
+        """vLLM's ``LLM`` (:func:`colocated_llm`)."""
         self.size = size
-        self.llm = in_process_engine(model_path, tokenizer_path, dtype, max_model_len=size.max_model_len,
-                                     kv_bytes=size.kv_bytes, seed=accelerator.process_index,
-                                     gpu_memory_utilization=gpu_memory_utilization,
-                                     trust_remote_code=trust_remote_code)
+        self._sync_s: float | None = None
 
     def sync_weights(self) -> None:
         """The trainer's policy (a LoRA adapter merged into it) into the engine; the time it
-        took goes to the next rollout's metrics (``timing/weight_sync_s``)."""
+        took is the next :meth:`take_metrics`' ``timing/weight_sync_s``."""
         from grpo_code.generation.vllm import load_engine_weights
         from grpo_code.training.worker_link import checkpoint_weights
 
@@ -86,7 +78,49 @@ class ColocatedEngine:
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         with checkpoint_weights(model) as weights:
             load_engine_weights(self.llm, iter(weights.items()))
-        self.trainer.weight_sync_s = time.monotonic() - started
+        self._sync_s = time.monotonic() - started
+
+    def take_metrics(self) -> dict[str, float]:
+        from grpo_code import metric_names as M
+
+        synced, self._sync_s = self._sync_s, None
+        return {} if synced is None else {M.WEIGHT_SYNC_S: synced}
+
+    def _sample(self, trainer: Any, prompt_ids: list[list[int]], seed: int, watch: Watch | None,
+                sampling: Sampling) -> list[Sample]:
+        from grpo_code.generation.vllm import stream_engine
+
+        # Prompts prefilled whole: each row takes its own seed.
+        return stream_engine(self.llm, prompt_ids, sampling, seed, watch)
+
+
+def colocated_llm(model_path: str, tokenizer_path: str, dtype: str, size: EngineSize, gpu_memory_utilization: float,
+                  trust_remote_code: bool = False) -> Any:
+    """vLLM's in-process engine for this training process, as TRL starts its colocated one."""
+    from grpo_code.generation.vllm import in_process_engine
+    from grpo_code.training.engine_worker import free_port
+
+    # What vLLM's external launcher reads, as TRL sets it for its colocated engine: this
+    # process's place among those ``accelerate launch`` started (one process: 0 of 1). Set
+    # while the engine starts only: a process started later (a sandbox, a subprocess) does
+    # not inherit a port this one holds.
+    rank = int(os.environ.get("RANK", "0"))
+    launcher = {"RANK": str(rank), "LOCAL_RANK": os.environ.get("LOCAL_RANK", "0"),
+                "WORLD_SIZE": os.environ.get("WORLD_SIZE", "1"),
+                "MASTER_ADDR": os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                "MASTER_PORT": os.environ.get("MASTER_PORT") or str(free_port())}
+    before = {key: os.environ.get(key) for key in launcher}
+    os.environ.update(launcher)
+    try:
+        return in_process_engine(model_path, tokenizer_path, dtype, max_model_len=size.max_model_len,
+                                 kv_bytes=size.kv_bytes, seed=rank,
+                                 gpu_memory_utilization=gpu_memory_utilization, trust_remote_code=trust_remote_code)
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def longest_prompt(tokenizer: Any, rows: Sequence[dict[str, Any]]) -> int:
@@ -104,16 +138,16 @@ def engine_dtype(cfg: Any) -> str:
     return dtype_of(cfg.generation.vllm_dtype, cfg.model.dtype)
 
 
-def start_colocated(cfg: Any, resolved: Any, model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
-                    trainer: Any, log: Any) -> ColocatedEngine:
-    """The colocated engine of a CPU-build run, in ``trainer``'s ``vllm_generation`` slot."""
+def start_colocated(parts: EngineParts, sampling: Sampling) -> ColocatedEngine:
+    """The colocated engine of a CPU-build run (the trainer takes it with ``use_engine``)."""
+    cfg = parts.cfg
     dtype = engine_dtype(cfg)
-    size = engine_size(model, longest_prompt(tokenizer, rows), trainer.args, dtype,
+    size = engine_size(parts.model, longest_prompt(parts.tokenizer, parts.rows), parts.args, dtype,
                        multi_turn=cfg.train.multi_turn.turns > 1)
-    engine = ColocatedEngine(trainer, resolved.path, resolved.tokenizer_path, dtype, size,
-                             cfg.generation.vllm_gpu_memory_utilization, cfg.model.trust_remote_code)
-    trainer.use_engine(engine)
+    llm = colocated_llm(parts.resolved.path, parts.resolved.tokenizer_path, dtype, size,
+                        cfg.generation.vllm_gpu_memory_utilization, cfg.model.trust_remote_code)
+    engine = ColocatedEngine(llm, size, sampling)
     given = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
     kv = f"{given} GiB (VLLM_CPU_KVCACHE_SPACE)" if given else f"{size.kv_bytes / 2**20:.0f} MiB"
-    log(f"vLLM colocated (CPU build): context {size.max_model_len} tokens, KV cache {kv}")
+    parts.log(f"vLLM colocated (CPU build): context {size.max_model_len} tokens, KV cache {kv}")
     return engine

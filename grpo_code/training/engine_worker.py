@@ -1,21 +1,20 @@
 """The rollout worker's process: a vLLM engine of its own that generates training batches
 ahead of the update (``train.max_staleness``, :mod:`grpo_code.training.ahead`).
 
-It runs in a process started with ``spawn`` and talks with the trainer over one pipe.
-What it is sent, in order:
+It runs in a process started with ``spawn`` and talks with the trainer over one pipe, in
+the typed messages below. What it is sent, in order:
 
-- ``("weights", version, path)``: the policy after ``version`` updates, as a safetensors
-  file (in ``/dev/shm`` where there is one). Only the newest waiting file is loaded;
-  answered ``("loaded", version, seconds, probe_logps)``, the log-probs of the probe text
-  under the loaded weights (the trainer checks that the engine follows its weights).
-- ``("generate", batch, prompt_ids, seed, min_version, task_ids)``: a batch, started once
-  the loaded weights are at least ``min_version``; each row is reported as it ends
-  (``("end", batch, row, ids, ended, logprobs, seconds)``), then the batch
-  (``("batch", batch, version, generate_s, idle_s)``: the version it was sampled with, and
-  how long the engine waited for work or weights before it).
-- ``("stop",)``.
+- :class:`Weights`: the policy after ``version`` updates, as a safetensors file (in
+  ``/dev/shm`` where there is one). Only the newest waiting file is loaded; answered
+  :class:`Loaded`, with the log-probs of the probe text under the loaded weights (the
+  trainer checks that the engine follows its weights).
+- :class:`Generate`: a batch, started once the loaded weights are at least
+  ``min_version``; each row is reported as it ends (:class:`RowEnded`), then the batch
+  (:class:`BatchDone`: the version it was sampled with, and how long the engine waited for
+  work or weights before it).
+- :class:`Stop`.
 
-Any failure is sent as ``("error", text)`` before the process exits. The process dies
+Any failure is sent as :class:`Failed` before the process exits. The process dies
 with the trainer (``PR_SET_PDEATHSIG``), so a killed trainer leaves no engine behind.
 """
 
@@ -31,6 +30,67 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_code.generation.base import Sampling
+from grpo_code.generation.stream import Sample
+
+# ----------------------------------------------------------------- trainer -> worker
+
+
+@dataclass(frozen=True)
+class Weights:
+    version: int
+    path: str
+
+
+@dataclass(frozen=True)
+class Generate:
+    batch: int
+    prompt_ids: list[list[int]]
+    seed: int
+    min_version: int
+    task_ids: list[str | None]
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+# ----------------------------------------------------------------- worker -> trainer
+
+
+@dataclass(frozen=True)
+class Ready:
+    probe: list[float]
+    """The probe text's log-probs under the engine's first weights."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    version: int
+    load_s: float
+    probe: list[float]
+
+
+@dataclass(frozen=True)
+class RowEnded:
+    batch: int
+    row: int
+    sample: Sample
+    seconds: float
+    """From the start of the batch's generation to the row's end."""
+
+
+@dataclass(frozen=True)
+class BatchDone:
+    batch: int
+    version: int
+    generate_s: float
+    idle_s: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    text: str
 
 
 @dataclass(frozen=True)
@@ -64,7 +124,7 @@ def main(conn: Any, spec: WorkerSpec) -> None:
         pass
     except BaseException:  # noqa: BLE001 - everything goes to the trainer, which fails the run with it
         try:
-            conn.send(("error", traceback.format_exc()))
+            conn.send(Failed(traceback.format_exc()))
         except OSError:
             pass
         raise SystemExit(1) from None
@@ -100,7 +160,7 @@ class Worker:
         self.spec = spec
         self.version = -1
         self.waiting_weights: tuple[int, str] | None = None
-        self.requests: list[tuple] = []
+        self.requests: list[Generate] = []
         self.stopped = False
         self.llm = self._engine()
         self.version = 0
@@ -130,7 +190,7 @@ class Worker:
     # ----------------------------------------------------------------- loop
 
     def run(self) -> None:
-        self.conn.send(("ready", self.probe()))
+        self.conn.send(Ready(self.probe()))
         idle_since = time.perf_counter()
         while not self.stopped:
             block = not self._runnable()
@@ -142,16 +202,16 @@ class Worker:
             if request is not None:
                 self.requests.remove(request)
                 idle = time.perf_counter() - idle_since
-                self._run_batch(*request[1:], idle_s=idle)
+                self._run_batch(request, idle_s=idle)
                 idle_since = time.perf_counter()
 
-    def _runnable(self) -> tuple | None:
+    def _runnable(self) -> Generate | None:
         """The first request, when the loaded (or waiting) weights are new enough for it."""
         if not self.requests:
             return None
         request = self.requests[0]
         newest = self.waiting_weights[0] if self.waiting_weights is not None else self.version
-        return request if newest >= request[4] else None
+        return request if newest >= request.min_version else None
 
     def _receive(self, block: bool) -> None:
         while block or self.conn.poll():
@@ -161,13 +221,14 @@ class Worker:
             except EOFError:
                 self.stopped = True
                 return
-            kind = message[0]
-            if kind == "stop":
+            if isinstance(message, Stop):
                 self.stopped = True
-            elif kind == "weights":
-                self.waiting_weights = (message[1], message[2])
-            elif kind == "generate":
+            elif isinstance(message, Weights):
+                self.waiting_weights = (message.version, message.path)
+            elif isinstance(message, Generate):
                 self.requests.append(message)
+            else:
+                raise TypeError(f"the rollout worker was sent {message!r}")
 
     # ----------------------------------------------------------------- weights
 
@@ -180,7 +241,7 @@ class Worker:
         with safe_open(path, framework="pt") as f:
             load_engine_weights(self.llm, ((name, f.get_tensor(name)) for name in f.keys()))
         self.version = version
-        self.conn.send(("loaded", version, time.perf_counter() - started, self.probe()))
+        self.conn.send(Loaded(version, time.perf_counter() - started, self.probe()))
 
     def probe(self) -> list[float]:
         """The log-prob of each probe token after the first, under the engine's weights."""
@@ -194,16 +255,15 @@ class Worker:
 
     # ----------------------------------------------------------------- generation
 
-    def _run_batch(self, batch: int, prompt_ids: list[list[int]], seed: int, min_version: int,
-                  task_ids: list[str | None], idle_s: float) -> None:
+    def _run_batch(self, request: Generate, idle_s: float) -> None:
         from grpo_code.generation.stream import Watch
         from grpo_code.generation.vllm import stream_engine
 
         started = time.perf_counter()
+        task_ids = request.task_ids
 
-        def on_end(row: int, sample: Any) -> None:
-            self.conn.send(("end", batch, row, sample.ids, sample.ended, sample.logprobs,
-                            time.perf_counter() - started))
+        def on_end(row: int, sample: Sample) -> None:
+            self.conn.send(RowEnded(request.batch, row, sample, time.perf_counter() - started))
 
         is_whole = None
         if self.spec.whole is not None:
@@ -216,8 +276,8 @@ class Worker:
                     task, tokenizer.decode(so_far, skip_special_tokens=True), style)
 
         watch = Watch(self._kinds(), is_whole=is_whole, on_end=on_end)
-        stream_engine(self.llm, prompt_ids, self.spec.sampling, seed, watch)
-        self.conn.send(("batch", batch, self.version, time.perf_counter() - started, idle_s))
+        stream_engine(self.llm, request.prompt_ids, self.spec.sampling, request.seed, watch)
+        self.conn.send(BatchDone(request.batch, self.version, time.perf_counter() - started, idle_s))
 
     def _kinds(self) -> Any:
         from grpo_code.generation.stream import TokenKinds

@@ -1,8 +1,8 @@
 """Multi-turn rollouts: the model sees what failed and answers again (``train.multi_turn``).
 
 The turns are eval's turns (:class:`~grpo_code.verify.turns.TurnLoop`: the same checks,
-the same feedback); this module generates them as single-turn rollouts generate
-(:func:`~grpo_code.training.rollouts.sample_rows`, TRL's public ``rollout_func``). A row
+the same feedback); this module generates them on the run's engine as single-turn rollouts do
+(:mod:`.engines`, TRL's public ``rollout_func``). A row
 that ends while the others still generate has its check started at once.
 
 What TRL trains on is one completion per row: every answer, with the feedback turns
@@ -30,8 +30,8 @@ from grpo_code.training.rollouts import (
     PromptIndex,
     Rollout,
     RolloutBatch,
-    sample_rows,
     trl_prompt,
+    trl_result,
 )
 from grpo_code.verify import feedback
 from grpo_code.verify.turns import Conversation, TurnLoop
@@ -53,7 +53,7 @@ class Row:
 class MultiTurnRollout:
     """A TRL ``rollout_func`` for up to ``turns`` answers per row."""
 
-    def __init__(self, index: PromptIndex, verifier: Verifier, turns: int,
+    def __init__(self, index: PromptIndex, verifier: Verifier, turns: int, engine: Any,
                  template: str = feedback.DEFAULT_TEMPLATE):
         if index.shared:
             raise ConfigError([f"train.multi_turn: {len(index.shared)} prompt(s) of the training split are shared "
@@ -62,6 +62,7 @@ class MultiTurnRollout:
         self.index = index
         self.verifier = verifier
         self.turns = turns
+        self.engine = engine
         self.loop = TurnLoop(verifier, turns, template)  # a row whose check the sandbox failed stops
         self.seeds = CallSeeds()
         self._kinds: TokenKinds | None = None
@@ -93,10 +94,10 @@ class MultiTurnRollout:
                     self.loop.start_check(talks, active[i], answer)
 
                 watch = Watch(self._kinds, on_end=ended)
-            started = time.perf_counter()
-            samples = sample_rows(trainer, [prompt_ids[r] + rows[r].ids for r in active],
-                                  sample_seed(seed, turn), watch)
-            seconds.append(time.perf_counter() - started)
+            generated = self.engine.generate(trainer, [prompt_ids[r] + rows[r].ids for r in active],
+                                             sample_seed(seed, turn), watch)
+            samples = generated.samples
+            seconds.append(generated.generate_s)
             answers = []
             for r, sample in zip(active, samples, strict=True):
                 rows[r].ids += sample.ids
@@ -123,19 +124,11 @@ class MultiTurnRollout:
         records = [Rollout(t, p, row.ids, talk.answers[-1], ended, row.logprobs, version,
                            time.perf_counter() - started)
                    for t, p, row, talk, ended in zip(task_ids, prompt_ids, rows, talks, endings, strict=True)]
-        batch = RolloutBatch(sum(seconds), total, 0, 0, metrics=metrics)
-        vllm = bool(getattr(trainer, "use_vllm", False))
-        return {
-            "prompt_ids": prompt_ids,
-            "completion_ids": [row.ids for row in rows],
-            "logprobs": [row.logprobs for row in rows] if vllm and rows and rows[0].logprobs is not None else None,
-            "env_mask": [row.mask for row in rows],
-            "final_answer": [[{"role": "assistant", "content": t.answers[-1]}] for t in talks],
-            "turns": [len(t.answers) for t in talks],
-            "conversation": [t.turns() for t in talks],
-            "rollout": records,
-            "rollout_batch": batch,
-        }
+        batch = RolloutBatch(sum(seconds), total, 0, 0, metrics={**metrics, **self.engine.take_metrics()})
+        return trl_result(prompt_ids, records, batch, self.engine.importance_sampled,
+                          env_mask=[row.mask for row in rows],
+                          final_answer=[[{"role": "assistant", "content": t.answers[-1]}] for t in talks],
+                          turns=[len(t.answers) for t in talks], conversation=[t.turns() for t in talks])
 
     @staticmethod
     def _bridge(tokenizer: Any, row: Row, talk: Conversation) -> list[int]:

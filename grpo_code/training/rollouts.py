@@ -1,24 +1,17 @@
 """Training's rollouts: TRL's public ``rollout_func`` on the project's own generation code.
 
 TRL calls ``rollout_func(prompts, trainer)`` once per generation batch, each prompt already
-repeated ``num_generations`` times, after syncing a colocated vLLM engine's weights. The
-rollout generates through the same streaming interface eval uses
-(:mod:`grpo_code.generation.stream`):
-
-- ``hf``: the decode loop of :mod:`grpo_code.generation.hf_decode` on the policy, unwrapped
-  as TRL unwraps it for generation (ZeRO-3 parameters gathered);
-- ``vllm`` colocated: on the CPU build our engine in TRL's place
-  (:mod:`grpo_code.training.colocated`), each row seeded; on GPUs the engine TRL made and
-  syncs (its prompts prefilled in chunks, so rows take the engine's random state); both
-  stepped here (:func:`~grpo_code.generation.vllm.stream_engine`);
-- ``vllm`` server, or an engine TRL must drive itself (tensor parallel, sleep mode): TRL's
-  own ``VLLMGeneration.generate``, whole completions only.
+repeated ``num_generations`` times, after syncing the engine's weights. The rollout
+generates on the run's engine (:mod:`.engines`: the policy itself, TRL's vLLM engine, our
+colocated engine), through the same streaming interface eval uses
+(:mod:`grpo_code.generation.stream`).
 
 Each sample becomes a :class:`Rollout` record. A row that ends while the others generate
 has its program started at once (``rewards.overlap``); one whose program is whole stops
 there (``train.stop_after_code``) and frees its place. The records reach the reward
 function through TRL's ``extra_fields`` (the ``rollout`` column), with the batch's
-:class:`RolloutBatch`; nothing is matched back by text.
+:class:`RolloutBatch`; nothing is matched back by text. :func:`trl_result` is the one
+place that writes TRL's result dict.
 
 Which task a prompt belongs to: TRL hands the rollout the prompts, not their dataset
 rows, so :class:`PromptIndex` maps a prompt back to its task. Tasks that render the same
@@ -34,10 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_code import metric_names as M
 from grpo_code.errors import ConfigError
 from grpo_code.generation.base import Sampling, prompt_ids
-from grpo_code.generation.stream import END, LENGTH, WHOLE, Sample, TokenKinds, Watch, derive_seed
+from grpo_code.generation.stream import LENGTH, WHOLE, Sample, TokenKinds, Watch, derive_seed
 from grpo_code.tasks.prompts import Prompt
 from grpo_code.verify.early import EarlyJobs
 from grpo_code.verify.verifier import Handle, Verifier
@@ -81,6 +73,20 @@ class RolloutBatch:
     speculated: int = 0
     speculation_wasted: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
+    """What the step's producers measured (the engine's weight sync, staleness ...), by metric name."""
+
+
+def trl_result(prompt_ids: list[list[int]], records: Sequence[Rollout], batch: RolloutBatch,
+               importance_sampled: bool, **extra: Any) -> dict[str, Any]:
+    """TRL's ``rollout_func`` result: the only code that knows its keys. The behaviour
+    log-probs go to TRL's importance-sampling correction when the engine is not the policy
+    itself and every row has them. ``extra``: more columns (multi-turn's ``env_mask``, and
+    for the reward function, TRL's ``extra_fields``)."""
+    ids = [r.completion_ids for r in records]
+    logprobs = [r.logprobs for r in records]
+    keep = importance_sampled and bool(records) and all(lp is not None for lp in logprobs)
+    return {"prompt_ids": prompt_ids, "completion_ids": ids, "logprobs": logprobs if keep else None,
+            **extra, "rollout": list(records), "rollout_batch": batch}
 
 
 def prompt_key(prompt: Any) -> str:
@@ -136,22 +142,25 @@ def batch_seed(seed: int, step: int, process: int, call: int) -> int:
 
 
 class Rollouts:
-    """The single-turn ``rollout_func``.
+    """The single-turn ``rollout_func``, on ``engine``.
 
     ``verifier`` starts programs early (``early``: :class:`~grpo_code.verify.early.EarlyJobs`,
     or ``None`` for no overlap) and tells whether a partial completion's program is whole
     (``stop_after_code``)."""
 
-    def __init__(self, index: PromptIndex, verifier: Verifier, style: str, early: EarlyJobs | None = None,
-                 stop_after_code: bool = False):
+    def __init__(self, index: PromptIndex, verifier: Verifier, style: str, engine: Any,
+                 early: EarlyJobs | None = None, stop_after_code: bool = False, held_out: Any = None):
         self.index = index
         self.verifier = verifier
         self.style = style
+        self.engine = engine
         self.early = early
         self.stop_after_code = stop_after_code
+        self.held_out = held_out
+        """:class:`~grpo_code.training.held_out.HeldOut` (``train.eval_every``): its rows ride
+        along when a call samples with a version that is due."""
         self._kinds: TokenKinds | None = None
         self.seeds = CallSeeds()
-        self._speculation_seen = (0, 0)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
@@ -167,56 +176,52 @@ class Rollouts:
                 text = tokenizer.decode(sample.ids, skip_special_tokens=True)
                 handles[row] = self.early.submit(task_ids[row], text, sample.cut)
 
-        watch = self.watch(tokenizer, task_ids, on_end)
-        samples = sample_rows(trainer, ids, self.seeds(trainer), watch)
-        seconds = time.perf_counter() - started
         version = int(trainer.state.global_step)
+        held = self.held_out.rows(version) if self.held_out is not None and self.held_out.due(version) else None
+        watch = self.watch(tokenizer, task_ids, on_end, held)
+        generated = self.engine.generate(trainer, ids + (held.prompt_ids if held else []), self.seeds(trainer), watch)
+        samples = generated.samples[:len(ids)]
+        if held is not None:
+            held.done(generated.samples[len(ids):], generated.generate_s)
         records = []
         for row, (task_id, p_ids, s) in enumerate(zip(task_ids, ids, samples, strict=True)):
-            handle = handles.get(row)
-            if handle is None and self.early is not None and task_id is not None:
-                # The backend did not report it while generating (TRL's own vLLM generation).
-                handle = self.early.submit(task_id, tokenizer.decode(s.ids, skip_special_tokens=True), s.cut)
             records.append(Rollout(task_id, p_ids, s.ids, tokenizer.decode(s.ids, skip_special_tokens=True), s.ended,
-                                   s.logprobs, version, ended_at.get(row, seconds), handle))
-        batch = RolloutBatch(seconds, len(records), sum(s.ended == WHOLE for s in samples), len(handles))
+                                   s.logprobs, generated.version, ended_at.get(row, generated.generate_s),
+                                   handles.get(row)))
+        batch = RolloutBatch(generated.generate_s, len(records), sum(s.ended == WHOLE for s in samples),
+                             len(handles), metrics=self.engine.take_metrics())
         if self.early is not None:
-            self.early.discard()  # every row has its handle: a speculation none took was wasted
-            before = self._speculation_seen
-            self._speculation_seen = (self.early.speculated, self.early.speculation_wasted)
-            batch.speculated = self.early.speculated - before[0]
-            batch.speculation_wasted = self.early.speculation_wasted - before[1]
-        synced = getattr(trainer, "weight_sync_s", None)
-        if synced is not None:
-            batch.metrics[M.WEIGHT_SYNC_S] = synced
-            trainer.weight_sync_s = None
-        vllm = bool(getattr(trainer, "use_vllm", False))
-        return {
-            "prompt_ids": ids,
-            "completion_ids": [r.completion_ids for r in records],
-            # TRL's importance-sampling correction reads them with vLLM only.
-            "logprobs": [r.logprobs for r in records] if vllm and all(r.logprobs is not None for r in records) else None,
-            "rollout": records,
-            "rollout_batch": batch,
-        }
+            # Every row has its handle: a speculation none took was wasted.
+            batch.speculated, batch.speculation_wasted = self.early.discard()
+        return trl_result(ids, records, batch, self.engine.importance_sampled)
 
-    def watch(self, tokenizer: Any, task_ids: Sequence[str | None], on_end: Any) -> Watch:
+    def watch(self, tokenizer: Any, task_ids: Sequence[str | None], on_end: Any, held: Any = None) -> Watch:
         """What the rollout hears while a batch generates: each row's end (``on_end``), with
         ``stop_after_code`` a row stopped once its program is whole, with overlap a program
-        started as its code block closes."""
+        started as its code block closes. Rows past ``task_ids`` are ``held``'s held-out rows
+        (:mod:`.held_out`): judged as they end, on their own verifier."""
         if self._kinds is None:
             self._kinds = TokenKinds(tokenizer)
+        train_rows = len(task_ids)
 
         def is_whole(row: int, so_far: list[int]) -> bool:
+            if row >= train_rows:
+                return held.whole(row - train_rows, so_far)
             task_id = task_ids[row]
             return task_id is not None and self.verifier.whole(
                 self.verifier.task(task_id), tokenizer.decode(so_far, skip_special_tokens=True), self.style)
 
         def on_fence(row: int, so_far: list[int]) -> None:
-            if task_ids[row] is not None:
+            if row < train_rows and task_ids[row] is not None:
                 self.early.speculate(task_ids[row], tokenizer.decode(so_far, skip_special_tokens=True))
 
-        return Watch(self._kinds, is_whole=is_whole if self.stop_after_code else None, on_end=on_end,
+        def ended(row: int, sample: Sample) -> None:
+            if row >= train_rows:
+                held.end(row - train_rows, sample)
+            else:
+                on_end(row, sample)
+
+        return Watch(self._kinds, is_whole=is_whole if self.stop_after_code else None, on_end=ended,
                      on_fence=on_fence if self.early is not None else None)
 
 class CallSeeds:
@@ -232,56 +237,3 @@ class CallSeeds:
         calls = self._calls[1] + 1 if self._calls[0] == step else 0
         self._calls = (step, calls)
         return batch_seed(int(trainer.args.seed), step, int(trainer.accelerator.process_index), calls)
-
-
-def sample_rows(trainer: Any, prompt_ids: list[list[int]], seed: int, watch: Watch | None,
-             sampling: Sampling | None = None) -> list[Sample]:
-    """One completion per row of ``prompt_ids`` from the trainer's policy, streamed through
-    ``watch`` where the backend can (module docs)."""
-    sampling = sampling or training_sampling(trainer.args, getattr(trainer, "row_seeds", True))
-    tokenizer = trainer.processing_class
-    ends = end_ids(trainer)
-    generation = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
-    if generation is None:
-        from trl.models import unwrap_model_for_generation
-
-        from grpo_code.generation.hf_decode import decode
-
-        # Under the trainer's autocast (bf16 with train.trl.bf16): the rows are sampled from
-        # the policy as the update computes its log-probs, and faster on a bf16 CPU or GPU.
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model, \
-                trainer.accelerator.autocast():
-            return decode(model, prompt_ids, sampling, seed, ends, tokenizer.pad_token_id, watch, tokenizer,
-                          logprobs=False)
-    seeded = getattr(generation, "seeded", False)  # our colocated engine; TRL's prefills in chunks and cannot
-    if seeded or streams(trainer):
-        from grpo_code.generation.vllm import stream_engine
-
-        return stream_engine(generation.llm, prompt_ids, sampling, seed if seeded else None, watch)
-    _, completion_ids, logprobs, _ = generation.generate(prompt_ids, None, 1)
-    out = []
-    for ids, lps in zip(completion_ids, logprobs or [None] * len(completion_ids), strict=True):
-        ids = list(ids)
-        # Whole completions only: an end token tells an ended one from one cut at the limit.
-        ended = END if ids and ids[-1] in ends else LENGTH if len(ids) >= sampling.max_new_tokens else END
-        sample = Sample(ids, ended, None if lps is None else [float("nan") if x[0] is None else x[0] for x in lps])
-        out.append(sample)
-    if watch is not None:
-        for row, sample in enumerate(out):
-            watch.finish(row, sample)
-    return out
-
-
-def streams(trainer: Any) -> bool:
-    """Whether the rollout steps TRL's vLLM engine itself (colocated, one process per
-    engine, awake): else TRL's ``VLLMGeneration.generate`` runs it."""
-    args = trainer.args
-    return (args.vllm_mode == "colocate" and int(getattr(args, "vllm_tensor_parallel_size", 1)) == 1
-            and not getattr(args, "vllm_enable_sleep_mode", False))
-
-
-def end_ids(trainer: Any) -> list[int]:
-    """The token ids that end a completion, as the trainer takes them."""
-    return list(trainer.eos_token_ids)
-

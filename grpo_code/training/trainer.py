@@ -32,11 +32,10 @@ from grpo_code.training.trl_seam import RepeatPattern, SeamTrainer
 
 class GrpoCodeTrainer(SeamTrainer):
     def __init__(self, *args: Any, prompt_filter: PromptFilter | None = None, trim_padding: bool = True,
-                 skip_zero_advantage: bool = False, row_seeds: bool = True, **kwargs: Any):
+                 skip_zero_advantage: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.trim_padding = trim_padding
         self.skip_zero_advantage = skip_zero_advantage
-        self.row_seeds = row_seeds  # generation.row_seeds: the rollouts' sampling (rollouts.py)
         self.prompt_filter = prompt_filter
         self.filter_sampler: FilteringSampler | None = None
         self._sampler_state: dict[str, Any] | None = None

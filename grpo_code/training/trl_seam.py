@@ -12,15 +12,15 @@ keywords, timing through a callback. What has no public hook:
 2. ``_get_per_token_logps_and_entropies``: the update's forward pass in groups of rows of
    like length (``train.trim_padding``, :mod:`.packing`), on a CPU of at most 512 tokens a
    call; TRL has no hook into its forward pass.
-3. Our own engine where TRL expects its vLLM engine -> :meth:`SeamTrainer.use_engine`: the
-   rollout worker ahead of the update (:mod:`.ahead`) and, on vLLM's CPU build, the
-   colocated engine (:mod:`.colocated`: TRL's cannot size its KV cache nor load weights
-   into the CPU build's repacked layers). TRL's importance-sampling correction, and its
-   weight sync before each generation call, run only when ``use_vllm`` is set; the trainer
-   is built without it (TRL starts no engine), then the flag is set with
-   ``vllm_generation`` our engine (its ``sync_weights``) and ``_last_loaded_step`` as TRL's
-   ``__init__`` would set it. (The share of clipped importance ratios is read from the
-   batch ``compute_loss`` receives: public.)
+3. The rollout engine (:mod:`.engines`) -> :meth:`SeamTrainer.use_engine`. An engine of
+   ours where TRL expects its vLLM engine: the rollout worker ahead of the update
+   (:mod:`.ahead`) and, on vLLM's CPU build, the colocated engine (:mod:`.colocated`: TRL's
+   cannot size its KV cache nor load weights into the CPU build's repacked layers). TRL's
+   importance-sampling correction, and its weight sync before each generation call, run
+   only when ``use_vllm`` is set; the trainer is built without it (TRL starts no engine),
+   then the flag is set with ``vllm_generation`` our engine (its ``sync_weights``) and
+   ``_last_loaded_step`` as TRL's ``__init__`` would set it. (The share of clipped
+   importance ratios is read from the batch ``compute_loss`` receives: public.)
 """
 
 from __future__ import annotations
@@ -55,25 +55,30 @@ class SeamTrainer(GRPOTrainer):
     """Whether the update leaves out the rows whose advantage is zero (same gradient, when
     :meth:`zero_rows_teach_nothing`)."""
 
-    weight_sync_s: float | None = None
-    """How long the last sync of the CPU build's weights took (the rollout logs and clears it)."""
-
-    lookahead: Any = None
-    """With rollouts ahead of the update: a sampler wrapper that can be read ahead (:mod:`.ahead`)."""
-
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._ahead = False
+        self._engine: Any = None
         self._clipped: list[float] = []
 
-    def use_engine(self, engine: Any, ahead: bool = False) -> None:
-        """Touch point 3: ``engine`` generates (its ``sync_weights()`` sends it the policy),
-        and TRL's importance-sampling correction weighs its log-probs; ``ahead``: it is the
-        rollout worker, which reads the sampler ahead of the trainer."""
-        self.use_vllm = True
-        self.vllm_generation = engine
-        self._last_loaded_step = -1
-        self._ahead = ahead
+    def use_engine(self, engine: Any) -> None:
+        """The rollout engine (:class:`~grpo_code.training.engines.RolloutEngine`) generates
+        for this trainer. Touch point 3, for an engine of ours that stands in for TRL's vLLM
+        engine (not the policy itself, not TRL's own): TRL calls its ``sync_weights()`` when
+        the step moved on, and its importance-sampling correction weighs the engine's log-probs."""
+        from grpo_code.training.engines import EngineKind
+
+        engine.attach(self)
+        self._engine = engine
+        if engine.kind in (EngineKind.COLOCATED, EngineKind.AHEAD):
+            self.use_vllm = True
+            self.vllm_generation = engine
+            self._last_loaded_step = -1
+
+    @property
+    def _ahead(self) -> bool:
+        from grpo_code.training.engines import EngineKind
+
+        return self._engine is not None and self._engine.kind is EngineKind.AHEAD
 
     # ----------------------------------------------------------------- hooks
 
@@ -90,10 +95,7 @@ class SeamTrainer(GRPOTrainer):
         sampler = self.train_sampler(dataset, pattern)
         sampler = sampler if sampler is not None else super()._get_train_sampler(dataset)
         if self._ahead:
-            from grpo_code.training.ahead import LookaheadSampler
-
-            self.lookahead = LookaheadSampler(sampler)
-            return self.lookahead
+            return self._engine.wrap_sampler(sampler)  # read ahead of the trainer (.ahead)
         return sampler
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:

@@ -18,7 +18,17 @@ from typing import Any
 
 from grpo_code.errors import GrpoCodeError
 from grpo_code.generation.stream import Sample
-from grpo_code.training.engine_worker import WorkerSpec
+from grpo_code.training.engine_worker import (
+    BatchDone,
+    Failed,
+    Generate,
+    Loaded,
+    Ready,
+    RowEnded,
+    Stop,
+    Weights,
+    WorkerSpec,
+)
 from grpo_code.verify.early import EarlyJobs
 
 START_TIMEOUT_S = 600.0
@@ -31,13 +41,24 @@ class RolloutWorkerError(GrpoCodeError):
     """The rollout worker died, hung, or reported an error."""
 
 
+@dataclass(frozen=True)
+class Load:
+    """One load of pushed weights by the worker."""
+
+    version: int
+    load_s: float
+    probe_gap: float
+    """Largest difference of the probe text's log-probs, the engine's against the trainer's (NaN: not compared)."""
+    probe: list[float]
+
+
 @dataclass
 class _Batch:
     task_ids: list[str | None]
     rows: dict[int, tuple[Sample, float]] = field(default_factory=dict)
     handles: dict[int, Any] = field(default_factory=dict)
-    done: tuple[int, float, float] | None = None
-    """``(version, generate_s, idle_s)`` once the worker finished it."""
+    done: BatchDone | None = None
+    """The worker's report once it finished it."""
 
 
 class EngineWorker:
@@ -49,8 +70,7 @@ class EngineWorker:
         self.early = early
         self.version = initial_version
         """The newest version the worker has loaded."""
-        self.loads: list[tuple[int, float, float, list[float]]] = []
-        """``(version, load_s, probe gap, the engine's probe log-probs)`` of each load."""
+        self._loads: list[Load] = []
         self.trainer_probes: dict[int, list[float]] = {}
         self.error: str | None = None
         self._closing = False
@@ -90,45 +110,44 @@ class EngineWorker:
                     self._cond.notify_all()
                 return
 
-    def _handle(self, message: tuple) -> None:
-        kind = message[0]
+    def _handle(self, message: Any) -> None:
         with self._cond:
             self._heard = time.monotonic()
-        if kind == "end":
-            _, batch_no, row, ids, ended, logprobs, seconds = message
-            sample = Sample(ids, ended, logprobs)
-            batch = self._batches[batch_no]
-            task_id = batch.task_ids[row]
+        if isinstance(message, RowEnded):
+            sample = message.sample
+            batch = self._batches[message.batch]
+            task_id = batch.task_ids[message.row]
             handle = None
             if self.early is not None and task_id is not None:
-                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                text = self.tokenizer.decode(sample.ids, skip_special_tokens=True)
                 handle = self.early.submit(task_id, text, sample.cut)
             with self._cond:
-                batch.rows[row] = (sample, seconds)
+                batch.rows[message.row] = (sample, message.seconds)
                 if handle is not None:
-                    batch.handles[row] = handle
-        elif kind == "batch":
-            _, batch_no, version, generate_s, idle_s = message
+                    batch.handles[message.row] = handle
+        elif isinstance(message, BatchDone):
             with self._cond:
-                self._batches[batch_no].done = (version, generate_s, idle_s)
+                self._batches[message.batch].done = message
                 self._cond.notify_all()
-        elif kind == "loaded":
-            _, version, load_s, probe = message
+        elif isinstance(message, Loaded):
             with self._cond:
-                self.version = version
-                self.loads.append((version, load_s, probe_gap(self.trainer_probes.pop(version, None), probe), probe))
+                self.version = message.version
+                gap = probe_gap(self.trainer_probes.pop(message.version, None), message.probe)
+                self._loads.append(Load(message.version, message.load_s, gap, message.probe))
                 self._cond.notify_all()
             for path in self.weights_dir.glob("v*.safetensors"):
-                if int(path.stem[1:]) <= version:
+                if int(path.stem[1:]) <= message.version:
                     path.unlink(missing_ok=True)
-        elif kind == "ready":
+        elif isinstance(message, Ready):
             with self._cond:
-                self._ready = message[1]
+                self._ready = message.probe
                 self._cond.notify_all()
-        elif kind == "error":
+        elif isinstance(message, Failed):
             with self._cond:
-                self.error = "the rollout worker failed:\n" + message[1].rstrip()
+                self.error = "the rollout worker failed:\n" + message.text.rstrip()
                 self._cond.notify_all()
+        else:
+            raise TypeError(f"the rollout worker sent {message!r}")
 
     def _wait(self, done: Any, what: str, timeout_s: float) -> None:
         """Block until ``done()`` (under the lock), failing the run when the worker died,
@@ -158,7 +177,7 @@ class EngineWorker:
                 min_version: int) -> None:
         with self._cond:
             self._batches[batch_no] = _Batch(list(task_ids))
-        self.conn.send(("generate", batch_no, prompt_ids, seed, min_version, list(task_ids)))
+        self.conn.send(Generate(batch_no, prompt_ids, seed, min_version, list(task_ids)))
 
     def requested(self, batch_no: int) -> bool:
         return batch_no in self._batches
@@ -167,6 +186,12 @@ class EngineWorker:
         """Batches finished and not yet taken."""
         with self._cond:
             return sum(b.done is not None for b in self._batches.values())
+
+    def take_loads(self) -> list[Load]:
+        """The weight loads reported since the last call."""
+        with self._cond:
+            loads, self._loads = self._loads, []
+        return loads
 
     def take(self, batch_no: int) -> _Batch:
         self._wait(lambda: self._batches[batch_no].done is not None, f"generating batch {batch_no}",
@@ -193,14 +218,14 @@ class EngineWorker:
         os.replace(tmp, path)
         with self._cond:
             self.trainer_probes[version] = probe
-        self.conn.send(("weights", version, str(path)))
+        self.conn.send(Weights(version, str(path)))
 
     def close(self) -> None:
         """Stop the worker (politely, then by force) and remove the weight files."""
         with self._cond:
             self._closing = True
         try:
-            self.conn.send(("stop",))
+            self.conn.send(Stop())
         except OSError:
             pass
         self.process.join(10)
@@ -261,30 +286,6 @@ def probe_logps(model: Any, ids: list[int], temperature: float) -> list[float]:
         logits = type(model).forward(model, input_ids=torch.tensor([ids], device=device)).logits[0, :-1].float()
         logps = torch.log_softmax(logits / max(temperature, 1e-6), dim=-1)
         return logps.gather(1, torch.tensor(ids[1:], device=device)[:, None])[:, 0].tolist()
-
-
-class WeightPush:
-    """What the trainer holds where TRL expects its vLLM engine: ``sync_weights`` pushes the
-    policy to the rollout worker (TRL calls it before a generation call, once per step)."""
-
-    def __init__(self, worker: EngineWorker, trainer: Any, probe_ids: list[int], temperature: float):
-        self.worker = worker
-        self.trainer = trainer
-        self.probe_ids = probe_ids
-        self.temperature = temperature
-        self.pushed = worker.version
-        self.push_s: float | None = None
-
-    def sync_weights(self) -> None:
-        version = int(self.trainer.state.global_step)
-        if version <= self.pushed:
-            return
-        started = time.perf_counter()
-        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-        probe = probe_logps(model, self.probe_ids, self.temperature)
-        self.worker.push(version, model, probe)
-        self.pushed = version
-        self.push_s = time.perf_counter() - started
 
 
 PROBE_TEXT = "def add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    return a + b\n"

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from grpo_code.verify.runs import Source
 from grpo_code.verify.verifier import Handle, Verifier
 
 
@@ -34,6 +35,7 @@ class EarlyJobs:
         self.speculated = 0
         """Jobs started by ``speculate``; ``speculation_wasted`` of them were never claimed."""
         self.speculation_wasted = 0
+        self._batch_speculated = 0
 
     def submit(self, task_id: str, text: str, truncated: bool = False) -> Handle:
         """Start the job of a finished completion; its record carries the handle."""
@@ -55,6 +57,7 @@ class EarlyJobs:
             with self._lock:
                 self._speculative.add(key)
                 self.speculated += 1
+                self._batch_speculated += 1
 
         if self.on_program is not None:
             self.on_program(task, extraction.program, None)
@@ -65,15 +68,16 @@ class EarlyJobs:
         with self._lock:
             mine = handle.key is not None and handle.key in self._speculative
             self._speculative.discard(handle.key or "")
-        if mine and handle.source != "executed":
-            self.verifier.recount(handle, "executed")
+        if mine and handle.source is not Source.EXECUTED:
+            self.verifier.recount(handle, Source.EXECUTED)
         return handle
 
-    def discard(self) -> int:
+    def discard(self) -> tuple[int, int]:
         """The batch's completions all have their handles: count the speculated jobs none took
-        as wasted; returns how many."""
+        as wasted. Returns the batch's ``(speculated, wasted)``: since the last call."""
         with self._lock:
             n = len(self._speculative)
             self.speculation_wasted += n
             self._speculative.clear()
-        return n
+            started, self._batch_speculated = self._batch_speculated, 0
+        return started, n

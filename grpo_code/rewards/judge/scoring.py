@@ -64,6 +64,9 @@ class JudgeScoring:
                                   f"solution (e.g. {missing[0]})",
                                   "give every task a reference, or use pointwise or group_rank")
 
+    def close(self) -> None:
+        self.judge.close()
+
     @property
     def votes(self) -> int:
         return votes_at(self.step, self.config.votes, self.config.votes_schedule)
