@@ -350,10 +350,13 @@ class TrainConfig:
     ``generation.backend: vllm`` (docs/training.md, "Rollouts ahead of the update")."""
     eval_every: int = field(default=0, metadata=bounds(0))
     """Held-out pass@1 during training: every this many updates, the policy of that version
-    samples the ``tasks.eval_split`` tasks ``eval.n`` times each, in the same engine call
+    samples the ``tasks.eval_split`` tasks ``eval_n`` times each, in the same engine call
     as the step's training rows, and the verdicts go to ``metrics.jsonl`` as
     ``eval/pass@1`` with ``eval/policy_version``; the final version too when it is a
     multiple. 0: off (docs/training.md, "Held-out eval during training")."""
+    eval_n: int = field(default=1, metadata=bounds(1))
+    """Samples per held-out task at each ``eval_every`` eval: each costs a row of the
+    step's generation call (more: a steadier curve, a slower step)."""
     trl: dict[str, Any] = field(default_factory=dict)
     """Passed unchanged to ``trl.GRPOConfig``."""
 

@@ -625,7 +625,7 @@ def test_held_out_eval_during_training_logs_pass_at_1_at_each_due_version(
     version's line has its pass@1 and version, the summary prints the curve, and the
     training rows are what they are without it."""
     run = tmp_path / "run"
-    tiny = [*TINY, f"model.name={tiny_model_dir}", "train.eval_every=1", "tasks.eval_split=2-3", "eval.n=2"]
+    tiny = [*TINY, f"model.name={tiny_model_dir}", "train.eval_every=1", "tasks.eval_split=2-3", "train.eval_n=2"]
     result = runner.invoke(app, ["train", *tiny, f"output.dir={run}"])
     assert result.exit_code == 0, result.output
     rows = read_jsonl(run / "metrics.jsonl")
@@ -634,7 +634,7 @@ def test_held_out_eval_during_training_logs_pass_at_1_at_each_due_version(
     assert all(r["eval/tasks"] == 2 and r["eval/samples"] + r["eval/masked"] == 4 for r in held)
     assert all(0.0 <= r["eval/pass@1"] <= 1.0 for r in held)
     assert "held-out pass@1 by policy version: v1 " in result.stdout and ", v2 " in result.stdout
-    assert "held-out eval every 1 updates: 2 tasks of split 2-3" in result.output
+    assert "held-out eval every 1 updates: 2 tasks of split 2-3, 2 sample(s) each" in result.output
     completions = read_jsonl(run / "completions.jsonl")
     assert len(completions) == 16  # the held-out rows are not training rows
 

@@ -4,7 +4,7 @@ rollout engine.
 
 When the policy a generation call samples with is version ``v`` (``v`` updates made) and
 ``v`` is a multiple of ``N``, the call carries the held-out rows too: each held-out task
-``eval.n`` times, after the training rows, in the same engine batch (each row seeded as
+``train.eval_n`` times, after the training rows, in the same engine batch (each row seeded as
 the call's rows are), so they cost the batch's extra decode steps and no engine call or
 weight sync of their own. Their programs start as their
 rows end, on their own verifier (eval's rules: every test must pass, attested verdicts

@@ -214,10 +214,10 @@ class HeldOutPart:
         prompts = [prompt_ids(policy.tokenizer, render(t, policy.style, system_prompt, suite.prompt_template))
                    for t in tasks.tasks]
         verifier = eval_verifier(tasks, sandbox, extract=cfg.tasks.extract)
-        held = HeldOut(cfg.train.eval_every, [t.id for t in tasks.tasks], prompts, cfg.eval.n, verifier, policy.style,
+        held = HeldOut(cfg.train.eval_every, [t.id for t in tasks.tasks], prompts, cfg.train.eval_n, verifier, policy.style,
                        cfg.train.seed, policy.tokenizer, lambda point: write(point.row()))
         log(f"held-out eval every {cfg.train.eval_every} updates: {len(tasks.tasks)} tasks of split "
-            f"{cfg.tasks.eval_split}, {cfg.eval.n} samples each, in the step's generation call")
+            f"{cfg.tasks.eval_split}, {cfg.train.eval_n} sample(s) each, in the step's generation call")
         return cls(held, verifier)
 
     def __enter__(self) -> HeldOutPart:
