@@ -30,9 +30,6 @@ def training_checks(cfg: Any) -> list[str]:
         if cfg.tasks.eval_split == cfg.tasks.train_split:
             problems.append(f"train.eval_every: the held-out split (tasks.eval_split: {cfg.tasks.eval_split}) is the "
                             "training split; set tasks.eval_split to tasks the run does not train on")
-        if cfg.train.max_staleness > 0:
-            problems.append("train.eval_every is not yet measured on the rollout worker ahead of the update: set "
-                            "train.max_staleness: 0, or train.eval_every: 0 and run grpo-code eval on checkpoints")
         if cfg.train.multi_turn.turns > 1:
             problems.append("train.eval_every measures single-turn pass@1: set train.multi_turn.turns: 1, or "
                             "train.eval_every: 0 and run grpo-code eval --turns on checkpoints")

@@ -266,7 +266,8 @@ def _train(cfg: RunConfig, run_dir: Path, checkpoint: Path | None, started: floa
         engine = build_engine(kind, EngineParts(cfg, args, policy.resolved, policy.model, policy.tokenizer,
                                                 data.rows, log, tasks=data.scored, verifier=scoring.verifier,
                                                 style=policy.style, early=scoring.early,
-                                                resumed=checkpoint is not None))
+                                                resumed=checkpoint is not None,
+                                                held_tasks=held_out.verifier.tasks if held_out else {}))
         stack.callback(engine.close)
         rollouts = build_rollouts(cfg, kind, data, scoring, engine, log, held_out)
         trainer = GrpoCodeTrainer(

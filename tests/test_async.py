@@ -102,7 +102,7 @@ class FakeWorker:
     def take_loads(self) -> list:
         return []
 
-    def request(self, batch: int, ids: list, task_ids: list, seed: int, min_version: int) -> None:
+    def request(self, batch: int, ids: list, task_ids: list, seed: int, min_version: int, score: bool = True) -> None:
         self.asked[batch] = (ids, task_ids, seed, min_version)
 
         def run() -> None:
@@ -120,6 +120,10 @@ class FakeWorker:
 
     def finished(self) -> int:
         return len(self.done)
+
+    def is_done(self, batch: int) -> bool:
+        with self.lock:
+            return batch in self.done
 
     def take(self, batch: int) -> Any:
         with self.lock:
@@ -179,6 +183,50 @@ def test_slow_batches_reach_the_update_in_order_within_the_bound_and_none_is_dro
     assert sorted(worker.asked) == list(range(8))  # asked up to 2 ahead of the last step
     assert seen == [rows[i]["task_id"] for i in LookaheadSampler(Repeat(3, 4)).at(0, 24)[::4]]
     assert "t1" in seen and sum(rollouts.staleness_counts.values()) == 6
+
+
+def test_held_out_rows_go_to_the_worker_between_batches_and_record_the_version_that_sampled_them(
+        monkeypatch) -> None:
+    """``train.eval_every=2`` ahead of the update: at step 2 the held-out rows are queued on
+    the worker as a batch of their own (numbered below zero, not scored as training rows,
+    asked for version 2), the trainer never waits for them, a later call hands them to the
+    eval, whose point records the version the worker sampled with."""
+    from types import SimpleNamespace
+
+    from grpo_code.training.held_out import HeldOut
+
+    monkeypatch.setattr(ahead, "prompt_ids", lambda tokenizer, prompt: [len(prompt.messages[0]["content"])])
+    rows = [{"prompt": [{"role": "user", "content": f"task {i}"}], "task_id": f"t{i}"} for i in range(2)]
+    worker = FakeWorker({-1: 0.3})  # the held-out batch takes a while
+    engine = AheadEngine(worker, [])
+    sampler = engine.wrap_sampler(Repeat(2, 4))
+    written = []
+
+    class Verifier:
+        def task(self, task_id):  # noqa: ANN001, ANN201
+            return SimpleNamespace(id=task_id)
+
+        def submit(self, task, text, style, truncated=False):  # noqa: ANN001, ANN201
+            return SimpleNamespace(task_id=task.id)
+
+        def judge(self, handles):  # noqa: ANN001, ANN201
+            return [SimpleNamespace(task_id=h.task_id, masked=False, passed=True) for h in handles]
+
+    held = HeldOut(2, ["h/a"], [[9]], 3, Verifier(), "chat", 0, Tokens(), written.append)
+    rollouts = AheadRollouts(PromptIndex(rows), rows, engine, max_staleness=1, held_out=held)
+    trainer = FakeTrainer(Tokens())
+    order = (i for _ in range(4) for i in sampler)
+    for step in range(4):
+        trainer.state.global_step = step
+        worker.load(step)
+        rollouts([rows[next(order)]["prompt"] for _ in range(4)], trainer)
+        if step == 2:
+            ids, task_ids, _, min_version = worker.asked[-1]
+            assert (ids, task_ids, min_version) == ([[9]] * 3, ["h/a"] * 3, 2)
+            assert not written  # the step did not wait for them
+    [point] = held.wait()
+    assert point.version >= 2 and point.pass_at_1 == 1.0 and written == [point]
+    assert sorted(b for b in worker.asked if b < 0) == [-1]
 
 
 def test_a_batch_that_is_not_the_one_asked_for_is_a_loud_error(monkeypatch) -> None:
@@ -351,7 +399,8 @@ def test_training_ahead_of_the_update_stays_within_the_bound_stops_cleanly_and_r
               "train.trl.learning_rate=1e-3", "generation.max_new_tokens=48", "generation.temperature=1.0",
               "tasks.train_split=1-4", "train.seed=1", "train.stop_after_code=true", "sandbox.backend=docker",
               "sandbox.workers=2", f"model.name={tiny_vllm_model_dir}", f"output.dir={run}",
-              "generation.vllm_dtype=float32"]  # the trainer's dtype: the probe's gap is the push's error alone
+              "generation.vllm_dtype=float32",  # the trainer's dtype: the probe's gap is the push's error alone
+              "train.eval_every=2", "tasks.eval_split=5-6"]  # held-out rows on the worker, between batches
     first = subprocess.Popen([sys.executable, "-c", code, "train", *common], env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
@@ -385,3 +434,7 @@ def test_training_ahead_of_the_update_stays_within_the_bound_stops_cleanly_and_r
     versions = [(r["step"], r["version"]) for r in rows]
     assert all(0 <= step - version <= 1 for step, version in versions), versions
     assert max(v for _, v in versions) == 2 and [s for s, _ in versions][-1] == 2
+    # Held-out eval: version 2, asked for by the step-3 call (the resumed run's), sampled on
+    # the worker with version 2 or newer and written by the time the run ended.
+    held = [m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "eval/pass@1" in m]
+    assert held and all(2 <= m["eval/policy_version"] <= 3 and m["eval/tasks"] == 2 for m in held), held

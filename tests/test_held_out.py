@@ -140,8 +140,6 @@ def test_held_out_rows_ride_in_the_training_call_of_a_due_version_and_are_judged
 def test_eval_every_refuses_what_it_cannot_measure() -> None:
     with pytest.raises(ConfigError, match="tasks.eval_split"):
         load_config(None, ["train.eval_every=2", "tasks.eval_split=train"])
-    with pytest.raises(ConfigError, match="train.max_staleness"):
-        load_config(None, ["train.eval_every=2", "generation.backend=vllm", "train.max_staleness=1"])
     with pytest.raises(ConfigError, match="multi_turn"):
         load_config(None, ["train.eval_every=2", "train.multi_turn.turns=2"])
     assert load_config(None, ["train.eval_every=4"]).train.eval_every == 4

@@ -181,18 +181,6 @@ def test_rows_without_seeds_of_their_own_send_no_seed_to_the_engine():
 
 
 @pytest.mark.docker
-def test_a_colocated_vllm_step_overlaps_scoring_and_stops_after_the_code(docker_ready, demo_model_dir, tmp_path):
-    run = tmp_path / "run"
-    rows = train_step(run, "demo", "generation.max_new_tokens=96", "sandbox.backend=docker")
-    [metrics] = [m for m in read_jsonl(run / "metrics.jsonl") if "timing/reward_wait_s" in m]
-    # Each completion went to the sandbox as its request finished in vLLM's step loop.
-    assert metrics["sandbox/early_jobs"] == 8, metrics
-    assert metrics["timing/sandbox_busy_s"] > 0 and "completions/stopped_after_code" in metrics
-    assert len(rows) == 8 and all(r["status"] for r in rows)
-    assert (run / "final" / "config.json").is_file()
-
-
-@pytest.mark.docker
 def test_a_colocated_vllm_run_repeats_with_its_seed(docker_ready, tiny_vllm_model_dir, tmp_path):
     """Two 2-step runs with the same seed on the colocated engine: the same completions, the
     same rewards and the same trained weights (each row is seeded on the CPU build; on GPUs
@@ -256,20 +244,31 @@ def test_a_training_rollout_on_the_cpu_build_samples_like_eval(tiny_vllm_model_d
 
 
 @pytest.mark.docker
-def test_a_lora_step_with_vllm_syncs_merged_weights_and_saves_the_adapter(docker_ready, demo_model_dir, tmp_path):
-    """LoRA training, vLLM colocated: the adapter is merged into the base weights for the
-    engine (on the CPU build by our engine's sync, timed; on GPUs by TRL's parameter walk);
-    the run saves the adapter, which eval serves on its base (the test above)."""
+def test_a_colocated_lora_step_overlaps_scoring_syncs_merged_weights_and_evaluates_held_out(
+        docker_ready, demo_model_dir, tmp_path):
+    """One LoRA step of the demo, vLLM colocated: each completion goes to the sandbox as its
+    request finishes in the engine's step loop and stops after its code; the adapter is
+    merged into the base weights for the engine (on the CPU build by our engine's sync,
+    timed; on GPUs by TRL's parameter walk); the run saves the adapter, which eval serves
+    on its base (the test below); and ``train.eval_every=1`` evaluates the final version on
+    the engine after the step (its weights synced first)."""
     from grpo_code.generation.vllm import cpu_build
 
     run = tmp_path / "run"
     rows = train_step(run, "demo", "model.peft={r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}",
-                      "generation.max_new_tokens=64", "sandbox.backend=docker")
+                      "generation.max_new_tokens=96", "sandbox.backend=docker", "train.eval_every=1",
+                      "tasks.eval_split=3-4")
     assert len(rows) == 8 and all(r["status"] for r in rows)
-    synced = [m["timing/weight_sync_s"] for m in read_jsonl(run / "metrics.jsonl") if "timing/weight_sync_s" in m]
+    logged = read_jsonl(run / "metrics.jsonl")
+    [metrics] = [m for m in logged if "timing/reward_wait_s" in m]
+    assert metrics["sandbox/early_jobs"] == 8, metrics
+    assert metrics["timing/sandbox_busy_s"] > 0 and "completions/stopped_after_code" in metrics
+    synced = [m["timing/weight_sync_s"] for m in logged if "timing/weight_sync_s" in m]
     if cpu_build():  # GPUs keep TRL's own sync, untimed
         assert synced and all(s > 0 for s in synced), synced
     assert (run / "final" / "adapter_config.json").is_file()
+    [held] = [m for m in logged if "eval/pass@1" in m]
+    assert (held["step"], held["eval/policy_version"], held["eval/tasks"]) == (1, 1, 2), held
 
 
 @pytest.mark.docker

@@ -117,9 +117,12 @@ class AheadEngine:
         self.probe_ids = probe_ids
         self.temperature = temperature
         self.pushed = worker.version
+        self._evals: list[Any] = []
         self.lookahead: LookaheadSampler | None = None
         self.trainer: Any = None
         self._push_s: float | None = None
+        self._extra = 0
+        """Batches asked for outside the training sequence (held-out rows), numbered -1, -2, ..."""
 
     def attach(self, trainer: Any) -> None:
         self.trainer = trainer
@@ -156,6 +159,36 @@ class AheadEngine:
                 out[M.PROBE_GAP] = max(gaps)
         return out
 
+    def start_eval(self, rows: Any, seed: int, stop_after_code: bool = False) -> None:
+        """Held-out rows (:class:`~grpo_code.training.held_out.Rows`) on the worker, between
+        its training batches: queued behind those already asked for, sampled once it holds
+        the version the rows were asked for (or a newer one, which they record); judged
+        when :meth:`collect` finds them back, or when the held-out eval waits. The worker
+        stops them after their code as it stops training rows (``train.stop_after_code``)."""
+        batch_no = self._extra_batch(rows.prompt_ids, rows.task_ids, seed, rows.version)
+        collected = []
+
+        def collect(block: bool = True) -> None:
+            if collected or not (block or self.worker.is_done(batch_no)):
+                return
+            collected.append(batch_no)
+            batch = self.worker.take(batch_no)
+            samples = [batch.rows[r][0] for r in range(len(batch.rows))]
+            rows.done(samples, batch.done.generate_s, version=batch.done.version)
+
+        self._evals.append(collect)
+        rows.held.expect(collect)
+
+    def collect(self) -> None:
+        """Hand the held-out rows that are back to their eval (never waits)."""
+        for collect in self._evals:
+            collect(block=False)
+
+    def _extra_batch(self, prompt_ids: list[list[int]], task_ids: list[Any], seed: int, version: int) -> int:
+        self._extra += 1
+        self.worker.request(-self._extra, prompt_ids, list(task_ids), seed, min_version=version, score=False)
+        return -self._extra
+
     def wait_ready(self) -> None:
         self.worker.wait_ready()
 
@@ -168,8 +201,11 @@ class AheadRollouts:
     ``c + 1 .. c + ahead`` requested before it returns (module docs)."""
 
     def __init__(self, index: PromptIndex, rows: Sequence[dict[str, Any]], engine: AheadEngine,
-                 max_staleness: int):
+                 max_staleness: int, held_out: Any = None):
         self.index = index
+        self.held_out = held_out
+        """:class:`~grpo_code.training.held_out.HeldOut` (``train.eval_every``): a due version's
+        rows go to the worker between its batches (:meth:`AheadEngine.start_eval`)."""
         self.rows = rows
         self.engine = engine
         self.worker = engine.worker
@@ -233,6 +269,9 @@ class AheadRollouts:
             raise RuntimeError(f"the trainer's batch {call} is not the one the rollout worker was asked for")
         for ahead in range(call, call + 1 + self.max_staleness):
             self._request(trainer, ahead)
+        if self.held_out is not None and self.held_out.due(step):
+            self.engine.start_eval(self.held_out.rows(step), self.held_out.row_seed(step))
+        self.engine.collect()
         depth = self.worker.finished()
         waited = time.perf_counter()
         batch = self.worker.take(call)
@@ -288,7 +327,7 @@ def start_ahead(parts: EngineParts) -> AheadEngine:
                                  "launch without accelerate's multi-process mode, or set train.max_staleness: 0")
     from grpo_code.training.colocated import engine_dtype, engine_size, longest_prompt
 
-    whole = ((parts.verifier.extractor, {t.id: t for t in parts.tasks.tasks}, parts.style)
+    whole = ((parts.verifier.extractor, {**{t.id: t for t in parts.tasks.tasks}, **parts.held_tasks}, parts.style)
              if cfg.train.stop_after_code else None)
     trainer_cores, engine_cores = [], []
     if cpu_build() and os.environ.get("GRPO_CODE_ASYNC_CORES", "split") == "split":

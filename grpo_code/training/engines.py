@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from grpo_code.generation.base import Sampling
@@ -61,6 +61,11 @@ class RolloutEngine(Protocol):
 
     def take_metrics(self) -> dict[str, float]:
         """What the engine measured since the last call (then forgotten)."""
+
+    def start_eval(self, rows: Any, seed: int, stop_after_code: bool = False) -> None:
+        """Held-out rows of one policy version (:class:`~grpo_code.training.held_out.Rows`):
+        sampled now, or queued where the engine samples ahead; their verdicts reach the
+        held-out eval either way."""
 
     def close(self) -> None: ...
 
@@ -100,6 +105,8 @@ class EngineParts:
     early: Any = None
     """:class:`~grpo_code.verify.early.EarlyJobs` (the ``ahead`` worker's rows are scored as they arrive)."""
     resumed: bool = False
+    held_tasks: dict[str, Any] = field(default_factory=dict)
+    """The held-out tasks by id (``train.eval_every``: the worker stops their rows after their code too)."""
 
 
 class _OnDemand:
@@ -120,6 +127,16 @@ class _OnDemand:
 
     def close(self) -> None:
         pass
+
+    def start_eval(self, rows: Any, seed: int, stop_after_code: bool = False) -> None:
+        """Sample the held-out rows now, in one call, with the weights the engine holds."""
+        from grpo_code.generation.stream import TokenKinds
+
+        trainer = self.trainer
+        watch = Watch(TokenKinds(trainer.processing_class), is_whole=rows.whole if stop_after_code else None,
+                      on_end=rows.end)
+        generated = self.generate(trainer, rows.prompt_ids, seed, watch)
+        rows.done(generated.samples, generated.generate_s)
 
     def generate(self, trainer: Any, prompt_ids: list[list[int]], seed: int, watch: Watch | None,
                  sampling: Sampling | None = None) -> Generated:

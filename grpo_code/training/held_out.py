@@ -68,6 +68,7 @@ class HeldOut:
         self.points: list[HeldOutPoint] = []
         self._asked: set[int] = set()
         self._threads: list[threading.Thread] = []
+        self._expected: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
     def due(self, version: int) -> bool:
@@ -84,8 +85,16 @@ class HeldOut:
     def row_seed(self, version: int) -> int:
         return derive_seed(self.seed, EVAL_PART, version)
 
+    def expect(self, collect: Callable[[], None]) -> None:
+        """Rows generated elsewhere (the rollout worker ahead of the update): ``collect``
+        blocks until they are back and hands them to their :class:`Rows` (:meth:`wait` calls it
+        for those not yet collected)."""
+        self._expected.append(collect)
+
     def wait(self) -> list[HeldOutPoint]:
         """Block until every version asked for is written; the points in version order."""
+        while self._expected:
+            self._expected.pop(0)()
         for thread in list(self._threads):
             thread.join()
         return sorted(self.points, key=lambda p: p.version)
@@ -140,27 +149,23 @@ class Rows:
         text = self.held.tokenizer.decode(sample.ids, skip_special_tokens=True)
         self.handles[i] = self.held.verifier.submit(self.task(i), text, self.held.style, sample.cut)
 
-    def done(self, samples: Sequence[Sample], generate_s: float) -> None:
-        """The call returned ``samples`` (the held-out rows', in order); ``generate_s``: the
-        time the rows added to it."""
+    def done(self, samples: Sequence[Sample], generate_s: float, version: int | None = None) -> None:
+        """The call returned ``samples`` (the held-out rows', in order) in ``generate_s``;
+        ``version``: the policy that sampled them, when not the one asked for (the rollout
+        worker samples with the newest weights it holds)."""
         for i, sample in enumerate(samples):
             if i not in self.handles:
                 self.end(i, sample)
-        self.held.judge_later(self.version, [self.handles[i] for i in range(len(samples))], generate_s)
+        self.held.judge_later(self.version if version is None else version,
+                              [self.handles[i] for i in range(len(samples))], generate_s)
 
 
 def final_eval(held: HeldOut, engine: Any, trainer: Any, stop_after_code: bool) -> None:
     """Evaluate the policy the run ended with, when its version is due (after the last
     step no generation call carries held-out rows): its weights into the engine, one call
     of the held-out rows, their verdicts written before this returns."""
-    from grpo_code.generation.stream import TokenKinds, Watch
-
     version = int(trainer.state.global_step)
     if held.due(version):
         engine.sync_weights()
-        rows = held.rows(version)
-        watch = Watch(TokenKinds(trainer.processing_class), is_whole=rows.whole if stop_after_code else None,
-                      on_end=rows.end)
-        generated = engine.generate(trainer, rows.prompt_ids, held.row_seed(version), watch)
-        rows.done(generated.samples, generated.generate_s)
+        engine.start_eval(held.rows(version), held.row_seed(version), stop_after_code)
     held.wait()

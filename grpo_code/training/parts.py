@@ -237,7 +237,7 @@ def build_rollouts(cfg: Any, kind: EngineKind, data: TrainingData, scoring: Scor
     if kind is EngineKind.AHEAD:
         from grpo_code.training.ahead import AheadRollouts
 
-        return AheadRollouts(data.index, data.rows, engine, cfg.train.max_staleness)
+        return AheadRollouts(data.index, data.rows, engine, cfg.train.max_staleness, held_out)
     from grpo_code.training.rollouts import Rollouts
 
     return Rollouts(data.index, scoring.verifier, scoring.style, engine, scoring.early,

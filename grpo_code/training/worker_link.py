@@ -59,6 +59,8 @@ class _Batch:
     handles: dict[int, Any] = field(default_factory=dict)
     done: BatchDone | None = None
     """The worker's report once it finished it."""
+    score: bool = True
+    """Training rows, scored as they arrive (held-out rows are not)."""
 
 
 class EngineWorker:
@@ -118,7 +120,7 @@ class EngineWorker:
             batch = self._batches[message.batch]
             task_id = batch.task_ids[message.row]
             handle = None
-            if self.early is not None and task_id is not None:
+            if self.early is not None and task_id is not None and batch.score:
                 text = self.tokenizer.decode(sample.ids, skip_special_tokens=True)
                 handle = self.early.submit(task_id, text, sample.cut)
             with self._cond:
@@ -174,18 +176,25 @@ class EngineWorker:
         return self._ready  # type: ignore[return-value]
 
     def request(self, batch_no: int, prompt_ids: list[list[int]], task_ids: list[str | None], seed: int,
-                min_version: int) -> None:
+                min_version: int, score: bool = True) -> None:
+        """Ask for a batch; ``score``: its rows are training rows, scored (``early``) as they
+        arrive (held-out rows are judged by whoever takes them)."""
         with self._cond:
-            self._batches[batch_no] = _Batch(list(task_ids))
+            self._batches[batch_no] = _Batch(list(task_ids), score=score)
         self.conn.send(Generate(batch_no, prompt_ids, seed, min_version, list(task_ids)))
 
     def requested(self, batch_no: int) -> bool:
         return batch_no in self._batches
 
     def finished(self) -> int:
-        """Batches finished and not yet taken."""
+        """Training batches finished and not yet taken."""
         with self._cond:
-            return sum(b.done is not None for b in self._batches.values())
+            return sum(b.done is not None for b in self._batches.values() if b.score)
+
+    def is_done(self, batch_no: int) -> bool:
+        """Whether a batch asked for is finished (and not yet taken)."""
+        with self._cond:
+            return self._batches[batch_no].done is not None
 
     def take_loads(self) -> list[Load]:
         """The weight loads reported since the last call."""
