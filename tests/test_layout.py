@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from ast_scans import assigned_attributes
+
 PACKAGE = Path(__file__).resolve().parent.parent / "grpo_code"
 MAX_LINES = 500
 BACKENDS = {f"grpo_code.sandbox.{m}" for m in
@@ -227,22 +229,17 @@ def foreign_writes(path: Path) -> list[str]:
         if fn.name == "__init__":
             return
         for node in _own_nodes(fn):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-                node, ast.AugAssign | ast.AnnAssign) else []
-            for target in targets:
-                for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
-                    if not isinstance(t, ast.Attribute):
-                        continue
-                    base = t.value
-                    name = base_name(base)
-                    if isinstance(base, ast.Name) and name in ("self", "cls"):
-                        continue  # its own state
-                    if name in made:
-                        continue  # an object its function made, or one inside a container it made
-                    if (isinstance(base, ast.Subscript) and isinstance(base.value, ast.Attribute)
-                            and isinstance(base.value.value, ast.Name) and base.value.value.id == "self"):
-                        continue  # an item of one of its own containers
-                    found.append(f"{path.stem}:{ast.unparse(t)}")
+            for t in assigned_attributes(node):
+                base = t.value
+                name = base_name(base)
+                if isinstance(base, ast.Name) and name in ("self", "cls"):
+                    continue  # its own state
+                if name in made:
+                    continue  # an object its function made, or one inside a container it made
+                if (isinstance(base, ast.Subscript) and isinstance(base.value, ast.Attribute)
+                        and isinstance(base.value.value, ast.Name) and base.value.value.id == "self"):
+                    continue  # an item of one of its own containers
+                found.append(f"{path.stem}:{ast.unparse(t)}")
 
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):

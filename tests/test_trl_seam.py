@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from ast_scans import assigned_attributes
 from torch.utils.data import Sampler
 
 ORDER = [3, 1, 0, 2]  # the prompt order our sampler dictates
@@ -281,17 +282,12 @@ def test_no_module_patches_generate_engines_or_trl_globals() -> None:
     TRL or vLLM module."""
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-                node, ast.AugAssign | ast.AnnAssign) else []
-            for target in targets:
-                for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
-                    if not isinstance(t, ast.Attribute):
-                        continue
-                    text = ast.unparse(t)
-                    base = ast.unparse(t.value)
-                    assert not (t.attr == "generate" and base != "self"), f"{path}: {text}"
-                    assert not (t.attr in {"step", "add_request", "abort_request"} and "engine" in base), f"{path}: {text}"
-                    assert not text.startswith(("trl", "vllm", "trl_vllm")), f"{path}: {text}"
+            for t in assigned_attributes(node):
+                text = ast.unparse(t)
+                base = ast.unparse(t.value)
+                assert not (t.attr == "generate" and base != "self"), f"{path}: {text}"
+                assert not (t.attr in {"step", "add_request", "abort_request"} and "engine" in base), f"{path}: {text}"
+                assert not text.startswith(("trl", "vllm", "trl_vllm")), f"{path}: {text}"
 
 
 def test_trim_padding_turns_itself_off_for_absolute_positions() -> None:

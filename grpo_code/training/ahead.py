@@ -34,7 +34,7 @@ from typing import Any
 from torch.utils.data import Sampler
 
 from grpo_code import metric_names as M
-from grpo_code.generation.base import prompt_ids
+from grpo_code.generation.base import Sampling, prompt_ids
 from grpo_code.generation.stream import WHOLE
 from grpo_code.training.engine_worker import WorkerSpec
 from grpo_code.training.engines import EngineKind, EngineParts
@@ -117,12 +117,13 @@ class AheadEngine:
         self.probe_ids = probe_ids
         self.temperature = temperature
         self.pushed = worker.version
-        self._evals: list[Any] = []
+        self._evals: dict[int, Any] = {}
+        """Held-out rows out on the worker, by their batch number (-1, -2, ...)."""
         self.lookahead: LookaheadSampler | None = None
         self.trainer: Any = None
         self._push_s: float | None = None
         self._extra = 0
-        """Batches asked for outside the training sequence (held-out rows), numbered -1, -2, ..."""
+        """Batches asked for outside the training sequence (held-out rows)."""
 
     def attach(self, trainer: Any) -> None:
         self.trainer = trainer
@@ -165,29 +166,20 @@ class AheadEngine:
         the version the rows were asked for (or a newer one, which they record); judged
         when :meth:`collect` finds them back, or when the held-out eval waits. The worker
         stops them after their code as it stops training rows (``train.stop_after_code``)."""
-        batch_no = self._extra_batch(rows.prompt_ids, rows.task_ids, seed, rows.version)
-        collected = []
+        self._extra += 1
+        batch_no = -self._extra
+        self.worker.request(batch_no, rows.prompt_ids, list(rows.task_ids), seed, min_version=rows.version,
+                            score=False)
+        self._evals[batch_no] = rows
+        rows.held.expect(lambda: self.collect(block=True))
 
-        def collect(block: bool = True) -> None:
-            if collected or not (block or self.worker.is_done(batch_no)):
-                return
-            collected.append(batch_no)
+    def collect(self, block: bool = False) -> None:
+        """Hand the held-out rows that are back to their eval; ``block``: wait for all of them."""
+        for batch_no in [b for b in self._evals if block or self.worker.is_done(b)]:
+            rows = self._evals.pop(batch_no)
             batch = self.worker.take(batch_no)
             samples = [batch.rows[r][0] for r in range(len(batch.rows))]
             rows.done(samples, batch.done.generate_s, version=batch.done.version)
-
-        self._evals.append(collect)
-        rows.held.expect(collect)
-
-    def collect(self) -> None:
-        """Hand the held-out rows that are back to their eval (never waits)."""
-        for collect in self._evals:
-            collect(block=False)
-
-    def _extra_batch(self, prompt_ids: list[list[int]], task_ids: list[Any], seed: int, version: int) -> int:
-        self._extra += 1
-        self.worker.request(-self._extra, prompt_ids, list(task_ids), seed, min_version=version, score=False)
-        return -self._extra
 
     def wait_ready(self) -> None:
         self.worker.wait_ready()
@@ -313,14 +305,12 @@ def split_cores(cores: Sequence[int]) -> tuple[list[int], list[int]]:
     return cores[:half], cores[half:]
 
 
-def start_ahead(parts: EngineParts) -> AheadEngine:
+def start_ahead(parts: EngineParts, sampling: Sampling) -> AheadEngine:
     """Start the rollout worker's process (its engine loads while the trainer is built) and,
     on the CPU build, bind the trainer to its half of the cores."""
     import torch
 
     from grpo_code.generation.vllm import cpu_build
-    from grpo_code.training.rollouts import training_sampling
-
     cfg, args, tokenizer = parts.cfg, parts.args, parts.tokenizer
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise RolloutWorkerError("train.max_staleness > 0 runs in one training process",
@@ -338,7 +328,7 @@ def start_ahead(parts: EngineParts) -> AheadEngine:
     dtype = engine_dtype(cfg)
     size = engine_size(parts.model, longest_prompt(tokenizer, parts.rows), args, dtype)
     spec = WorkerSpec(parts.resolved.path, parts.resolved.tokenizer_path, dtype,
-                      training_sampling(args, cfg.generation.row_seeds),
+                      sampling,
                       max_model_len=size.max_model_len, kv_bytes=size.kv_bytes, probe_ids=probe_ids(tokenizer),
                       cores=engine_cores, trust_remote_code=cfg.model.trust_remote_code, whole=whole,
                       gpu_memory_utilization=cfg.generation.vllm_gpu_memory_utilization, gpu=gpu)

@@ -9,12 +9,12 @@ once from the config (:func:`engine_kind`) and built by one function
 | ``colocated`` | our vLLM engine in the training process (the CPU build) | :class:`~grpo_code.training.colocated.ColocatedEngine` |
 | ``ahead`` | a worker process with its own engine, ahead of the update (``train.max_staleness``) | :class:`~grpo_code.training.ahead.AheadEngine` |
 
-Every engine has the same five members (:class:`RolloutEngine`): its ``kind``, whether
-TRL weighs its log-probs (``importance_sampled``), ``attach`` (the trainer it generates
-for, once built), ``sync_weights`` (the policy into the engine; TRL calls it before a
-generation call when the step moved on) and ``take_metrics`` (what it measured since it
-was last asked, ``timing/weight_sync_s`` among them: returned, never left on another
-object). The on-demand engines also ``generate`` a batch of rows; the ``ahead`` engine
+Every engine has the same members (:class:`RolloutEngine`): its ``kind``, whether TRL
+weighs its log-probs (``importance_sampled``), ``attach`` (the trainer it generates for,
+once built), ``sync_weights`` (the policy into the engine; TRL calls it before a
+generation call when the step moved on), ``take_metrics`` (what it measured since it was
+last asked, ``timing/weight_sync_s`` among them: returned, never left on another
+object), ``start_eval`` (held-out rows, :mod:`.held_out`) and ``close``. The on-demand engines also ``generate`` a batch of rows; the ``ahead`` engine
 is asked for numbered batches before the trainer needs them (:mod:`.ahead`). A rollout
 (:mod:`.rollouts`, :mod:`.multiturn`, :mod:`.ahead`) holds its engine and never asks the
 trainer what generates.

@@ -95,15 +95,20 @@ class TrainingData:
     """The tasks rewards are computed on (multi-turn: on their hidden tests, which no feedback can quote)."""
 
 
+def task_prompt(cfg: Any, suite: Any, task: Any, style: str) -> Any:
+    """A task's prompt as the run renders it: ``tasks.system_prompt``, else the suite's."""
+    from grpo_code.tasks import render
+
+    system_prompt = cfg.tasks.system_prompt if cfg.tasks.system_prompt is not None else suite.system_prompt
+    return render(task, style, system_prompt, suite.prompt_template)
+
+
 def training_data(cfg: Any, suite: Any, tasks: Any, style: str, log: Log) -> TrainingData:
     from datasets import Dataset
 
-    from grpo_code.tasks import render
     from grpo_code.training.rollouts import PromptIndex
 
-    system_prompt = cfg.tasks.system_prompt if cfg.tasks.system_prompt is not None else suite.system_prompt
-    rows = [{"prompt": render(t, style, system_prompt, suite.prompt_template).for_trl(), "task_id": t.id}
-            for t in tasks.tasks]
+    rows = [{"prompt": task_prompt(cfg, suite, t, style).for_trl(), "task_id": t.id} for t in tasks.tasks]
     index = PromptIndex(rows)
     if index.shared:
         log(f"note: {len(index.shared)} training prompt(s) are shared by several tasks: their completions "
@@ -182,7 +187,7 @@ def build_engine(kind: EngineKind, parts: EngineParts) -> Any:
         return start_colocated(parts, sampling)
     from grpo_code.training.ahead import start_ahead
 
-    return start_ahead(parts)
+    return start_ahead(parts, sampling)
 
 
 class HeldOutPart:
@@ -201,7 +206,6 @@ class HeldOutPart:
             return cls(None, None)
         from grpo_code.evaluate.execute import eval_verifier
         from grpo_code.generation.base import prompt_ids
-        from grpo_code.tasks import render
         from grpo_code.training.held_out import HeldOut
         from grpo_code.verify import oracle
 
@@ -210,9 +214,7 @@ class HeldOutPart:
             raise ConfigError([f"train.eval_every: the held-out split tasks.eval_split={cfg.tasks.eval_split} of suite "
                                f"{suite.name} has no tasks; name a split that has some"])
         tasks = oracle.prepare(tasks, sandbox, log)
-        system_prompt = cfg.tasks.system_prompt if cfg.tasks.system_prompt is not None else suite.system_prompt
-        prompts = [prompt_ids(policy.tokenizer, render(t, policy.style, system_prompt, suite.prompt_template))
-                   for t in tasks.tasks]
+        prompts = [prompt_ids(policy.tokenizer, task_prompt(cfg, suite, t, policy.style)) for t in tasks.tasks]
         verifier = eval_verifier(tasks, sandbox, extract=cfg.tasks.extract)
         held = HeldOut(cfg.train.eval_every, [t.id for t in tasks.tasks], prompts, cfg.train.eval_n, verifier, policy.style,
                        cfg.train.seed, policy.tokenizer, lambda point: write(point.row()))

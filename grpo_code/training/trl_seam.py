@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
+from grpo_code.training.engines import EngineKind
 from grpo_code.training.packing import CPU_TOKENS_PER_CALL, length_chunks, teaching_rows
 
 
@@ -65,8 +66,6 @@ class SeamTrainer(GRPOTrainer):
         for this trainer. Touch point 3, for an engine of ours that stands in for TRL's vLLM
         engine (not the policy itself, not TRL's own): TRL calls its ``sync_weights()`` when
         the step moved on, and its importance-sampling correction weighs the engine's log-probs."""
-        from grpo_code.training.engines import EngineKind
-
         engine.attach(self)
         self._engine = engine
         if engine.kind in (EngineKind.COLOCATED, EngineKind.AHEAD):
@@ -76,8 +75,6 @@ class SeamTrainer(GRPOTrainer):
 
     @property
     def _ahead(self) -> bool:
-        from grpo_code.training.engines import EngineKind
-
         return self._engine is not None and self._engine.kind is EngineKind.AHEAD
 
     # ----------------------------------------------------------------- hooks
